@@ -1,0 +1,130 @@
+"""Typed reading of raw YAML mappings with precise errors.
+
+``Reader(data, source, path)`` reads one mapping. Each getter names the key, its
+type and range; ``finish()`` rejects keys nobody read, with a "did you mean".
+The loader functions of every spec are written with it, never ``Spec(**yaml)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from simnode.errors import ConfigError
+
+_MISSING = object()
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Read a YAML file that must hold a mapping; errors name the file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(str(p), "", str(p), "an existing YAML file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown place"
+        raise ConfigError(str(p), "", f"<unparsable at {where}>",
+                          f"valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), "", data, "a mapping of keys to values at the top level")
+    return data
+
+
+def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return f"Did you mean '{close[0]}'?" if close else ""
+
+
+class Reader:
+    """Reads keys of one mapping; every error names source, key path and value."""
+
+    def __init__(self, data: Any, source: str, path: str = ""):
+        if not isinstance(data, dict):
+            raise ConfigError(source, path, data, "a mapping of keys to values")
+        self.data = data
+        self.source = source
+        self.path = path
+        self._read: set[str] = set()
+
+    def key_path(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, value, expected: str, hint: str = "") -> ConfigError:
+        return ConfigError(self.source, self.key_path(key), value, expected, hint)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default=_MISSING):
+        self._read.add(key)
+        if key not in self.data:
+            if default is _MISSING:
+                raise ConfigError(self.source, self.key_path(key), "<missing>",
+                                  "this key to be present")
+            return default
+        return self.data[key]
+
+    def section(self, key: str, default=_MISSING) -> "Reader":
+        value = self.raw(key, default)
+        return Reader(value, self.source, self.key_path(key))
+
+    def number(self, key: str, *, min_value: float | None = None, positive: bool = False,
+               max_value: float | None = None, default=_MISSING) -> float:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, value, "a number")
+        if positive and not value > 0:
+            raise self.error(key, value, "a number greater than 0")
+        if min_value is not None and value < min_value:
+            raise self.error(key, value, f"a number >= {min_value}")
+        if max_value is not None and value > max_value:
+            raise self.error(key, value, f"a number <= {max_value}")
+        return float(value)
+
+    def integer(self, key: str, *, min_value: int | None = None, max_value: int | None = None,
+                default=_MISSING) -> int:
+        value = self.raw(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise self.error(key, value, "an integer")
+        if min_value is not None and value < min_value:
+            raise self.error(key, value, f"an integer >= {min_value}")
+        if max_value is not None and value > max_value:
+            raise self.error(key, value, f"an integer <= {max_value}")
+        return int(value)
+
+    def boolean(self, key: str, default=_MISSING) -> bool:
+        value = self.raw(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, value, "true or false")
+        return value
+
+    def string(self, key: str, *, choices: Iterable[str] | None = None, default=_MISSING) -> str:
+        value = self.raw(key, default)
+        if not isinstance(value, str):
+            raise self.error(key, value, "a string")
+        if choices is not None:
+            choices = list(choices)
+            if value not in choices:
+                raise self.error(key, value, "one of " + ", ".join(repr(c) for c in choices),
+                                 did_you_mean(value, choices))
+        return value
+
+    def mapping_keys(self) -> list[str]:
+        return list(self.data.keys())
+
+    def finish(self) -> None:
+        """Reject keys that no getter read."""
+        for key in self.data:
+            if key not in self._read:
+                valid = sorted(self._read)
+                raise ConfigError(self.source, self.key_path(str(key)), self.data[key],
+                                  "no such key; valid keys here: " + ", ".join(valid),
+                                  did_you_mean(str(key), valid))

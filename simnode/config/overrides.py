@@ -1,0 +1,59 @@
+"""``--set KEY=VALUE`` overrides applied to raw mappings before validation.
+
+A key names a workload field (``m``, ``dtype``) or, under ``topology.``, a topology
+field (``topology.hbm.bandwidth_GBps``). Values are parsed as YAML scalars, so
+``m=128`` is an int and ``dtype=fp8`` a string. Unknown keys are rejected here, with
+a "did you mean"; types and ranges are checked by the loaders as for the files.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import yaml
+
+from simnode.config.fields import did_you_mean
+from simnode.errors import ConfigError
+
+
+def parse_assignment(text: str, source: str = "--set") -> tuple[str, object]:
+    """Split ``KEY=VALUE`` and parse VALUE as a YAML scalar."""
+    if "=" not in text:
+        raise ConfigError(source, text, text, "KEY=VALUE (for example m=128)")
+    key, _, raw = text.partition("=")
+    key = key.strip()
+    if not key:
+        raise ConfigError(source, text, text, "a non-empty KEY before '='")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def apply_overrides(data: dict, assignments: dict[str, object], source: str,
+                    extra_keys: tuple[str, ...] = ()) -> dict:
+    """Return a copy of ``data`` with dotted-key ``assignments`` applied.
+
+    Every key must already exist in ``data`` (or be listed in ``extra_keys``, for
+    optional fields with defaults), so a typo cannot silently add a field.
+    """
+    out = copy.deepcopy(data)
+    for dotted, value in assignments.items():
+        parts = dotted.split(".")
+        node = out
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            prefix = ".".join(parts[:depth + 1])
+            if not isinstance(node, dict):
+                raise ConfigError(source, dotted, value, f"'{'.'.join(parts[:depth])}' to be a mapping")
+            if part not in node and not (last and dotted in extra_keys):
+                valid = sorted(str(k) for k in node)
+                raise ConfigError(source, prefix, value,
+                                  "an existing key; valid keys here: " + ", ".join(valid),
+                                  did_you_mean(part, valid))
+            if last:
+                node[part] = value
+            else:
+                node = node[part]
+    return out

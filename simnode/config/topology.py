@@ -1,0 +1,64 @@
+"""Topology files: a chip, and optionally a supernode of such chips.
+
+A topology file holds ``chip:`` -- either the chip mapping itself or the name of a
+chip file in the same folder (``chip: ascend950dt`` reads ``ascend950dt.yaml``), so a
+supernode references its chip instead of copying it -- and, for a supernode, a
+``supernode:`` section read by ``simnode.network.spec.supernode_from_mapping``.
+
+``load_topology_raw`` resolves the chip reference into one raw mapping (so ``--set
+topology.chip.memory.hbm_bandwidth_GBps=...`` works on either kind of file);
+``topology_from_mapping`` validates it into a ``Topology``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from simnode.config.chip import ChipSpec, chip_from_mapping
+from simnode.config.fields import Reader, load_yaml
+from simnode.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Topology:
+    source: str
+    chip: ChipSpec
+    supernode: object = None      #: simnode.network.spec.SupernodeSpec, or None for one chip
+
+    @property
+    def num_ranks(self) -> int:
+        return self.supernode.num_ranks if self.supernode is not None else 1
+
+
+def load_topology_raw(path: str | Path) -> dict:
+    """The file's mapping with a chip reference replaced by the referenced chip mapping."""
+    path = Path(path)
+    data = load_yaml(path)
+    chip = data.get("chip")
+    if isinstance(chip, str):
+        ref = path.parent / f"{chip}.yaml"
+        if not ref.is_file():
+            raise ConfigError(str(path), "chip", chip,
+                              f"the name of a chip file next to it ({ref} does not exist)")
+        chip_data = load_yaml(ref)
+        if "chip" not in chip_data:
+            raise ConfigError(str(ref), "chip", "<missing>", "a 'chip:' section")
+        data = dict(data)
+        data["chip"] = chip_data["chip"]
+    return data
+
+
+def topology_from_mapping(data: dict, source: str) -> Topology:
+    r = Reader(data, source)
+    chip = chip_from_mapping(r.raw("chip"), source)
+    supernode = None
+    if r.has("supernode"):
+        from simnode.network.spec import supernode_from_mapping
+        supernode = supernode_from_mapping(r.raw("supernode"), source)
+    r.finish()
+    return Topology(source, chip, supernode)
+
+
+def load_topology(path: str | Path) -> Topology:
+    return topology_from_mapping(load_topology_raw(path), str(path))

@@ -1,0 +1,184 @@
+"""Schedules as data: per-core, per-pipe instruction lists plus a buffer plan.
+
+``KernelSchedule`` holds one ``CoreProgram`` per AI core used. ``check(chip)``
+rejects what the real compiler would: a buffer plan over capacity (naming the
+buffer, its capacity and the demand), a flag id out of range, a copy on the wrong
+pipe, a unit the chip does not have. ``to_records`` / ``from_records`` turn a
+schedule into plain dicts (for files); ``format_core`` prints one core's program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from simnode.errors import ScheduleError
+from simnode.kernels import isa
+
+BUFFERS = ("l0a", "l0b", "l0c", "l1", "ub")
+_BUFFER_UNIT = {"l0a": "aic", "l0b": "aic", "l0c": "aic", "l1": "aic", "ub": "aiv"}
+
+
+@dataclass(frozen=True)
+class BufferUse:
+    unit: str          #: "aic", "aiv0" or "aiv1"
+    buffer: str        #: one of BUFFERS
+    label: str         #: what it holds, e.g. "A tile x 4 stages"
+    size_bytes: int
+
+
+@dataclass
+class CoreProgram:
+    core: int
+    pipes: dict = field(default_factory=dict)        #: (unit, pipe) -> list of instructions
+    buffers: list = field(default_factory=list)      #: BufferUse records
+
+    def pipe(self, unit: str, pipe: str) -> list:
+        key = (unit, pipe)
+        if key not in self.pipes:
+            self.pipes[key] = []
+        return self.pipes[key]
+
+    def num_instructions(self) -> int:
+        return sum(len(v) for v in self.pipes.values())
+
+
+@dataclass
+class KernelSchedule:
+    name: str
+    cores: list                                       #: CoreProgram per AI core used
+    flops: float = 0.0                                #: useful floating-point operations
+    meta: dict = field(default_factory=dict)          #: tile sizes and other generator choices
+
+    def num_instructions(self) -> int:
+        return sum(c.num_instructions() for c in self.cores)
+
+    def check(self, chip) -> None:
+        """Raise ScheduleError for anything the hardware cannot run."""
+        if len(self.cores) > chip.num_ai_cores:
+            raise ScheduleError(f"schedule '{self.name}' uses {len(self.cores)} AI cores; "
+                                f"chip '{chip.name}' has {chip.num_ai_cores}.")
+        units = ["aic"] + [f"aiv{i}" for i in range(chip.aiv_per_core)]
+        for prog in self.cores:
+            self._check_buffers(prog, chip)
+            for (unit, pipe), instrs in prog.pipes.items():
+                if unit not in units:
+                    raise ScheduleError(f"schedule '{self.name}' core {prog.core}: unit '{unit}' "
+                                        f"does not exist on '{chip.name}' (units: {', '.join(units)}).")
+                if pipe not in isa.pipes_of(unit):
+                    raise ScheduleError(f"schedule '{self.name}' core {prog.core}: {unit} has no pipe "
+                                        f"'{pipe}' (pipes: {', '.join(isa.pipes_of(unit))}).")
+                for ins in instrs:
+                    self._check_instr(prog.core, unit, pipe, ins, chip, units)
+
+    def _check_buffers(self, prog: CoreProgram, chip) -> None:
+        demand = defaultdict(int)
+        parts = defaultdict(list)
+        for use in prog.buffers:
+            if use.buffer not in BUFFERS:
+                raise ScheduleError(f"schedule '{self.name}': unknown buffer '{use.buffer}' "
+                                    f"(buffers: {', '.join(BUFFERS)}).")
+            demand[(use.unit, use.buffer)] += use.size_bytes
+            parts[(use.unit, use.buffer)].append(f"{use.label} {use.size_bytes} B")
+        for (unit, buf), need in sorted(demand.items()):
+            cap = chip.buffers.capacity_bytes(buf)
+            if need > cap:
+                raise ScheduleError(
+                    f"schedule '{self.name}' core {prog.core}: {buf.upper()} of {unit} overflows: "
+                    f"demand {need} B ({'; '.join(parts[(unit, buf)])}) exceeds the capacity "
+                    f"{cap} B ({cap // 1024} KiB) of '{chip.name}'. Use smaller tiles or fewer stages.")
+
+    def _check_instr(self, core, unit, pipe, ins, chip, units) -> None:
+        where = f"schedule '{self.name}' core {core} {unit}.{pipe}"
+        t = type(ins)
+        if t is isa.Copy or t is isa.Fixpipe:
+            path = ins.path
+            if path not in isa.PATH_PIPE:
+                raise ScheduleError(f"{where}: unknown copy path '{path}'.")
+            kind, want = isa.PATH_PIPE[path]
+            if kind != isa.unit_kind(unit) or want != pipe:
+                raise ScheduleError(f"{where}: path '{path}' is issued by the {kind} {want} pipe, "
+                                    f"not {unit}.{pipe}.")
+            if t is isa.Copy and ins.size_bytes <= 0:
+                raise ScheduleError(f"{where}: copy of {ins.size_bytes} B; expected > 0.")
+        elif t is isa.Mmad:
+            if pipe != "m":
+                raise ScheduleError(f"{where}: mmad runs on aic.m only.")
+            if ins.dtype not in chip.cube.macs_per_cycle:
+                raise ScheduleError(f"{where}: mmad dtype '{ins.dtype}' not supported "
+                                    f"(supported: {', '.join(chip.cube.macs_per_cycle)}).")
+        elif t is isa.SetFlag or t is isa.WaitFlag:
+            if not 0 <= ins.event < chip.sync.pipe_events_per_pair:
+                raise ScheduleError(f"{where}: event id {ins.event} out of range 0.."
+                                    f"{chip.sync.pipe_events_per_pair - 1} for pipe pair "
+                                    f"{ins.src}->{ins.dst}.")
+            mine = ins.src if t is isa.SetFlag else ins.dst
+            if mine != pipe:
+                raise ScheduleError(f"{where}: {t.__name__}({ins.src}->{ins.dst}) must run on "
+                                    f"pipe '{mine}'.")
+        elif t is isa.CrossSet or t is isa.CrossWait:
+            other = ins.to_unit if t is isa.CrossSet else ins.from_unit
+            if other not in units or other == unit or "aic" not in (unit, other):
+                raise ScheduleError(f"{where}: cross-core flag between {unit} and '{other}'; "
+                                    f"expected the AIC and one of its AIVs.")
+            if not 0 <= ins.flag < chip.sync.cross_core_flags:
+                raise ScheduleError(f"{where}: cross-core flag id {ins.flag} out of range 0.."
+                                    f"{chip.sync.cross_core_flags - 1}.")
+        elif t not in isa.INSTRUCTION_TYPES:
+            raise ScheduleError(f"{where}: unknown instruction {ins!r}.")
+
+
+def to_records(schedule: KernelSchedule) -> dict:
+    """A plain-dict form of a schedule (JSON-serializable when gm_keys are)."""
+    cores = []
+    for prog in schedule.cores:
+        pipes = {f"{u}.{p}": [{"op": type(i).__name__, **dataclasses.asdict(i)} for i in instrs]
+                 for (u, p), instrs in prog.pipes.items()}
+        cores.append({"core": prog.core, "pipes": pipes,
+                      "buffers": [dataclasses.asdict(b) for b in prog.buffers]})
+    return {"name": schedule.name, "flops": schedule.flops, "meta": dict(schedule.meta),
+            "cores": cores}
+
+
+_BY_NAME = {t.__name__: t for t in isa.INSTRUCTION_TYPES}
+
+
+def _from_record(rec: dict):
+    rec = dict(rec)
+    cls = _BY_NAME.get(rec.pop("op", None))
+    if cls is None:
+        raise ScheduleError(f"unknown instruction record {rec!r}; "
+                            f"expected op one of {', '.join(_BY_NAME)}.")
+    key = rec.get("gm_key")
+    if isinstance(key, list):
+        rec["gm_key"] = tuple(tuple(k) if isinstance(k, list) else k for k in key)
+    return cls(**rec)
+
+
+def from_records(data: dict) -> KernelSchedule:
+    """Inverse of ``to_records``."""
+    cores = []
+    for c in data["cores"]:
+        prog = CoreProgram(c["core"])
+        for name, instrs in c["pipes"].items():
+            unit, pipe = name.split(".")
+            prog.pipes[(unit, pipe)] = [_from_record(r) for r in instrs]
+        prog.buffers = [BufferUse(**b) for b in c["buffers"]]
+        cores.append(prog)
+    return KernelSchedule(data["name"], cores, data.get("flops", 0.0), data.get("meta", {}))
+
+
+def format_core(schedule: KernelSchedule, core: int = 0, max_per_pipe: int = 20) -> str:
+    """Human-readable listing of one core's pipes (first ``max_per_pipe`` records each)."""
+    prog = schedule.cores[core]
+    lines = [f"# {schedule.name}: core {prog.core}"]
+    for use in prog.buffers:
+        lines.append(f"#   {use.unit}.{use.buffer}: {use.label} ({use.size_bytes} B)")
+    for (unit, pipe), instrs in prog.pipes.items():
+        lines.append(f"{unit}.{pipe} ({len(instrs)} records)")
+        for ins in instrs[:max_per_pipe]:
+            lines.append(f"  {ins}")
+        if len(instrs) > max_per_pipe:
+            lines.append(f"  ... {len(instrs) - max_per_pipe} more")
+    return "\n".join(lines)
