@@ -19,7 +19,7 @@ DTYPES = ("bf16", "fp16", "fp8", "fp4")
 DTYPE_BITS = MappingProxyType({"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4})
 
 #: Copy paths of the AI core (facts 1.4); every chip file must give each of them.
-PATH_NAMES = ("gm_to_l1", "gm_to_ub", "ub_to_gm", "ub_to_l1", "l1_to_l0",
+PATH_NAMES = ("gm_to_l1", "gm_to_ub", "ub_to_gm", "ub_to_l1", "l1_to_l0", "l1_to_l0_scale",
               "l0c_to_ub", "l0c_to_ub_dual", "l0c_to_gm")
 #: Paths that read or write global memory and so go through L2 (and HBM on a miss).
 GM_PATHS = frozenset({"gm_to_l1", "gm_to_ub", "ub_to_gm", "l0c_to_gm"})
@@ -51,6 +51,11 @@ class BufferSpec:
 class CubeSpec:
     macs_per_cycle: Mapping[str, int]   #: MMAD multiply-accumulates per AIC cycle, by input dtype
     mmad_latency_cycles: float          #: completion latency of one MMAD beyond its compute cycles
+    saturating_m_rows: int              #: smallest MMAD m that reaches the full rate; smaller m costs as much
+
+    def fractal_k(self, dtype: str) -> int:
+        """K elements per 16x16 output fractal step: 16 bf16, 32 fp8, 64 fp4 (facts 1.3)."""
+        return self.macs_per_cycle[dtype] // 256
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,8 @@ def chip_from_mapping(data: dict, source: str) -> ChipSpec:
     m = c.section("macs_per_cycle")
     macs = {dt: m.integer(dt, min_value=1) for dt in DTYPES}
     m.finish()
-    cube = CubeSpec(MappingProxyType(macs), c.number("mmad_latency_cycles", min_value=0))
+    cube = CubeSpec(MappingProxyType(macs), c.number("mmad_latency_cycles", min_value=0),
+                    c.integer("saturating_m_rows", min_value=1))
     c.finish()
 
     v = r.section("vector")

@@ -30,6 +30,7 @@ L2_HINTS = ("normal", "notalloc")
 PATH_PIPE = {
     "gm_to_l1": ("aic", "mte2"),
     "l1_to_l0": ("aic", "mte1"),
+    "l1_to_l0_scale": ("aic", "mte1"),
     "l0c_to_ub": ("aic", "fix"),
     "l0c_to_ub_dual": ("aic", "fix"),
     "l0c_to_gm": ("aic", "fix"),
@@ -72,6 +73,7 @@ class Fixpipe:
     out_dtype: str
     dst: str = "gm"            #: "gm", "ub" (one AIV) or "ub_dual" (both AIVs)
     gm_key: Hashable = None
+    l2_hint: str = "normal"
     label: str = ""
 
     @property
