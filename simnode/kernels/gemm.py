@@ -111,7 +111,8 @@ def choose_tiling(chip: ChipSpec, p: GemmParams) -> GemmTiling:
     within L0C; BLOCK_K = 256 B of K, doubled while >= 3 L1 stages still fit; the pair that
     minimizes an estimate of waves x max(cube time, load time) wins, larger blocks on ties.
     The load estimate uses the MTE2 path rate capped by the core's share of L2; among equal
-    estimates the tile with fewer bytes loaded per MAC wins (less L2 traffic)."""
+    estimates the tile that keeps more cores busy wins, then the one with fewer bytes loaded
+    per MAC (less L2 traffic)."""
     cores = p.num_cores or chip.num_ai_cores
     bits = DTYPE_BITS[p.dtype]
     max_block = 256 if bits == 4 else 512
@@ -142,7 +143,7 @@ def choose_tiling(chip: ChipSpec, p: GemmParams) -> GemmTiling:
             load = _stage_bytes(bm, bn, p.k, p.dtype) / min(mte2_Bpc, l2_Bpc / active)
             unique = _bytes(p.m * p.k + p.k * p.n, p.dtype) / hbm_Bpc
             est = max(waves * max(compute, load), unique)
-            key = (est, _stage_bytes(bm, bn, 1024, p.dtype) / (bm * bn), -bm * bn, -bm)
+            key = (est, -active, _stage_bytes(bm, bn, 1024, p.dtype) / (bm * bn), -bm * bn, -bm)
             if best is None or key < best[0]:
                 best = (key, bm, bn, bk, stages)
     if best is None:

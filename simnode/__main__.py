@@ -1,0 +1,6 @@
+"""``python -m simnode`` = the ``simnode`` command."""
+import sys
+
+from simnode.cli import main
+
+sys.exit(main())

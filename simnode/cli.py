@@ -1,0 +1,88 @@
+"""Command line: ``simnode run``, ``simnode schedule``.
+
+``simnode run TOPOLOGY WORKLOAD [--set KEY=VALUE ...] [--json] [--trace FILE]``
+runs one workload and prints its result as a table (or one JSON object).
+``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
+chip workload would run, without running them.
+
+User mistakes (bad files, keys, values, impossible schedules) print one paragraph
+naming what is wrong and exit 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from simnode.errors import SimnodeError
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topology", help="topology YAML (topologies/...)")
+    p.add_argument("workload", help="workload YAML (workloads/...)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a workload field (m=128) or a topology field "
+                        "(topology.chip.memory.hbm_bandwidth_GBps=5000); repeatable")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="simnode", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one workload and print its result")
+    _add_common(run)
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file")
+    run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
+                     help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
+    run.add_argument("--seed", type=int, default=0, help="random seed (routing and the like)")
+    sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")
+    _add_common(sched)
+    sched.add_argument("--core", type=int, default=0, help="which core to list")
+    sched.add_argument("--max-per-pipe", type=int, default=20, help="records shown per pipe")
+    return parser
+
+
+def cmd_run(args) -> int:
+    from simnode.report.result import format_table, to_json
+    from simnode.workloads.loader import load_inputs
+    from simnode.workloads.registry import RunOptions
+    inputs = load_inputs(args.topology, args.workload, args.sets)
+    opts = RunOptions(args.trace, args.trace_scope, args.seed)
+    result = inputs.kind.run(inputs.topology, inputs.params, opts, name=_name(args.workload))
+    print(to_json(result) if args.json else format_table(result))
+    return 0
+
+
+def cmd_schedule(args) -> int:
+    from simnode.errors import ConfigError
+    from simnode.kernels.schedule import format_core
+    from simnode.workloads.loader import load_inputs
+    inputs = load_inputs(args.topology, args.workload, args.sets)
+    if inputs.kind.build is None:
+        raise ConfigError(args.workload, "kind", inputs.kind.name,
+                          "a chip workload kind with a single schedule")
+    _, sched = inputs.kind.build(inputs.topology, inputs.params)
+    if not 0 <= args.core < len(sched.cores):
+        raise ConfigError("--core", "core", args.core, f"0..{len(sched.cores) - 1}")
+    print(f"# {sched.meta}")
+    print(format_core(sched, args.core, args.max_per_pipe))
+    return 0
+
+
+def _name(path: str) -> str:
+    from pathlib import Path
+    return Path(path).stem
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"run": cmd_run, "schedule": cmd_schedule}[args.command](args)
+    except SimnodeError as exc:
+        print(f"simnode: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

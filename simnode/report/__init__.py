@@ -1,0 +1,1 @@
+"""Results and their presentation: ``result.Result`` records, tables and JSON."""

@@ -1,0 +1,45 @@
+"""Workload kind ``gemm``: one dense GEMM on one chip (facts 2.1, 3.5)."""
+
+from __future__ import annotations
+
+from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
+from simnode.report.result import chip_result
+from simnode.workloads.chiprun import run_schedule
+from simnode.workloads.registry import Field, WorkloadKind, register
+
+FIELDS = (
+    Field("m", "int", doc="rows of A and C", min_value=1),
+    Field("n", "int", doc="columns of B and C", min_value=1),
+    Field("k", "int", doc="reduction length", min_value=1),
+    Field("dtype", "str", "bf16", "input dtype of A and B", ("bf16", "fp16", "fp8", "fp4")),
+    Field("out_dtype", "str", "bf16", "dtype of C", ("bf16", "fp16", "fp32")),
+    Field("block_m", "int", 0, "BLOCK_M (0 = heuristic)", min_value=0),
+    Field("block_n", "int", 0, "BLOCK_N (0 = heuristic)", min_value=0),
+    Field("block_k", "int", 0, "BLOCK_K per L1 stage (0 = heuristic)", min_value=0),
+    Field("l1_stages", "int", 0, "L1 buffering stages (0 = heuristic)", min_value=0),
+    Field("swizzle_rows", "int", 4, "block-rows per swizzle group", min_value=1),
+    Field("num_cores", "int", 0, "AI cores used (0 = all)", min_value=0),
+)
+
+
+def build(topology, params: dict):
+    p = GemmParams(**params)
+    return p, gemm_schedule(topology.chip, p)
+
+
+def run(topology, params: dict, options=None, name: str = "gemm"):
+    p, sched = build(topology, params)
+    chip_run = run_schedule(topology, sched, options)
+    bound = gemm_roofline(topology.chip, p, sched)
+    details = dict(sched.meta)
+    details.pop("kind", None)
+    details["peak_tflops"] = topology.chip.peak_tflops(p.dtype)
+    details["bound_compute_ns"] = bound["compute_ns"]
+    details["bound_hbm_ns"] = bound["hbm_ns"]
+    details["bound_l2_ns"] = bound["l2_ns"]
+    details["l2_hit_frac"] = chip_run.l2_hits / max(1, chip_run.l2_hits + chip_run.l2_misses)
+    return chip_result(name, "gemm", chip_run, topology.chip, bound["bound_ns"], details)
+
+
+KIND = register(WorkloadKind("gemm", FIELDS, run, "dense GEMM C = A x B on one chip",
+                             build=build))

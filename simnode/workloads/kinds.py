@@ -1,0 +1,3 @@
+"""Imports every built-in workload kind so that it registers itself."""
+
+from simnode.workloads import gemm  # noqa: F401

@@ -1,0 +1,63 @@
+"""Read a topology and a workload file, apply ``--set`` overrides, validate both.
+
+``load_inputs(topology_path, workload_path, sets)`` returns a ``RunInputs``; keys
+in ``sets`` starting with ``topology.`` go to the topology file's mapping, all
+others to the workload's fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simnode.config.fields import Reader, load_yaml
+from simnode.config.overrides import apply_overrides, parse_assignment
+from simnode.config.topology import Topology, load_topology_raw, topology_from_mapping
+from simnode.errors import ConfigError
+from simnode.workloads.registry import WorkloadKind, get_kind
+
+TOPOLOGY_PREFIX = "topology."
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    topology: Topology
+    kind: WorkloadKind
+    params: dict
+    workload_source: str
+
+
+def split_sets(sets: list[str] | dict) -> tuple[dict, dict]:
+    """Separate ``--set`` assignments into (workload, topology) dicts."""
+    pairs = sets.items() if isinstance(sets, dict) else (parse_assignment(s) for s in sets)
+    work, topo = {}, {}
+    for key, value in pairs:
+        if key.startswith(TOPOLOGY_PREFIX):
+            topo[key[len(TOPOLOGY_PREFIX):]] = value
+        else:
+            work[key] = value
+    return work, topo
+
+
+def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
+    work_sets, topo_sets = split_sets(list(sets) if not isinstance(sets, dict) else sets)
+    topo_raw = load_topology_raw(topology_path)
+    topo_src = str(topology_path)
+    if topo_sets:
+        topo_raw = apply_overrides(topo_raw, topo_sets, "--set topology.*")
+        topo_src += " (with --set overrides)"
+    topology = topology_from_mapping(topo_raw, topo_src)
+
+    data = load_yaml(workload_path)
+    src = str(workload_path)
+    kind = get_kind(data.get("kind"), src)
+    if work_sets:
+        data = apply_overrides(data, work_sets, "--set", extra_keys=kind.optional_keys())
+        src += " (with --set overrides)"
+    r = Reader(data, src)
+    r.string("kind")
+    params = kind.read_params(r)
+    r.finish()
+    if kind.needs_supernode and topology.supernode is None:
+        raise ConfigError(str(topology_path), "supernode", "<missing>",
+                          f"a supernode section: workload kind '{kind.name}' runs on a supernode")
+    return RunInputs(topology, kind, params, str(workload_path))

@@ -1,0 +1,84 @@
+"""Workload kinds: one small registry (duplicate names are an error, unknown ones list
+the valid names).
+
+A ``WorkloadKind`` declares its fields (``Field``: name, type, default or required,
+allowed values, doc) and a ``run(topology, params, options) -> Result`` function.
+Fields are flat so ``--set name=value`` reaches any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from simnode.config.fields import Reader, did_you_mean
+from simnode.errors import ConfigError
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str                    #: "int", "number", "bool", "str"
+    default: Any = REQUIRED
+    doc: str = ""
+    choices: tuple = ()
+    min_value: float | None = None
+
+    def read(self, r: Reader):
+        kw = {} if self.default is REQUIRED else {"default": self.default}
+        if self.type == "int":
+            return r.integer(self.name, min_value=self.min_value, **kw)
+        if self.type == "number":
+            return r.number(self.name, min_value=self.min_value, **kw)
+        if self.type == "bool":
+            return r.boolean(self.name, **kw)
+        return r.string(self.name, choices=self.choices or None, **kw)
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    name: str
+    fields: tuple                                  #: Field records
+    run: Callable                                  #: run(topology, params: dict, options) -> Result
+    doc: str = ""
+    needs_supernode: bool = False
+    build: Callable | None = None                  #: build(topology, params) -> (params, KernelSchedule)
+
+    def optional_keys(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields if f.default is not REQUIRED)
+
+    def read_params(self, r: Reader) -> dict:
+        return {f.name: f.read(r) for f in self.fields}
+
+
+@dataclass
+class RunOptions:
+    """How to run: tracing and seed; not part of the workload's identity."""
+    trace_path: str | None = None
+    trace_scopes: list = field(default_factory=list)
+    seed: int = 0
+
+
+_KINDS: dict[str, WorkloadKind] = {}
+
+
+def register(kind: WorkloadKind) -> WorkloadKind:
+    if kind.name in _KINDS:
+        raise ValueError(f"workload kind '{kind.name}' registered twice")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def get_kind(name, source: str = "workload") -> WorkloadKind:
+    import simnode.workloads.kinds  # noqa: F401  (registers the built-in kinds)
+    if name not in _KINDS:
+        raise ConfigError(source, "kind", name, "one of " + ", ".join(sorted(_KINDS)),
+                          did_you_mean(str(name), _KINDS))
+    return _KINDS[name]
+
+
+def all_kinds() -> dict[str, WorkloadKind]:
+    import simnode.workloads.kinds  # noqa: F401
+    return dict(_KINDS)
