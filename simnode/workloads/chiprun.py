@@ -23,23 +23,45 @@ def run_schedule(topology, schedule, options: RunOptions | None = None) -> ChipR
         env = simpy.Environment()
         share = FluidShare(env)
         sim = ChipSim(topology.chip, env, share, tracer, "chip0")
+        counters = BandwidthCounters(tracer, "chip0", {sim.r_l2: "L2 bandwidth",
+                                                        sim.r_hbm: "HBM bandwidth"})
         if tracer.enabled:
-            _counters(tracer, share, sim)
-        return sim.run(schedule)
+            share.on_rates = counters.update
+        run = sim.run(schedule)
+        counters.flush()
+        return run
     finally:
         tracer.close()
 
 
-def _counters(tracer, share: FluidShare, sim: ChipSim) -> None:
-    pid = tracer.process("chip0")
-    last = {}
-    names = {sim.r_l2: "L2 bandwidth", sim.r_hbm: "HBM bandwidth"}
+class BandwidthCounters:
+    """Counter tracks of the bandwidth in use on chosen resources of a share.
 
-    def on_rates(now_ns, rates):
-        for r, name in names.items():
+    Updates at one timestamp are coalesced (only the last is written) and unchanged
+    values are skipped, so a trace holds one sample per real change.
+    """
+
+    def __init__(self, tracer, process: str, names: dict):
+        self.tracer = tracer
+        self.pid = tracer.process(process) if tracer.enabled else 0
+        self.names = names
+        self.pending: dict = {}
+        self.last: dict = {}
+
+    def update(self, now_ns: float, rates) -> None:
+        for r in self.names:
             value = round(rates[r], 3)
-            if last.get(r) != value:
-                last[r] = value
-                tracer.counter(pid, name, now_ns, {"GB/s": value})
+            p = self.pending.get(r)
+            if p is not None and p[0] != now_ns:
+                self._write(r, *p)
+            self.pending[r] = (now_ns, value)
 
-    share.on_rates = on_rates
+    def _write(self, r, ts_ns: float, value: float) -> None:
+        if self.last.get(r) != value:
+            self.last[r] = value
+            self.tracer.counter(self.pid, self.names[r], ts_ns, {"GB/s": value})
+
+    def flush(self) -> None:
+        for r, p in sorted(self.pending.items()):
+            self._write(r, *p)
+        self.pending.clear()
