@@ -16,7 +16,6 @@ from simnode.cli import main
 from simnode.engine.trace import NULL_TRACER, Tracer
 
 
-
 def _cli_trace(topology, workload, path, *extra) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
