@@ -62,6 +62,7 @@ def cmd_schedule(args) -> int:
         raise ConfigError(args.workload, "kind", inputs.kind.name,
                           "a chip workload kind with a single schedule")
     _, sched = inputs.kind.build(inputs.topology, inputs.params)
+    sched.check(inputs.topology.chip)      # reject what `run` would reject (buffer overflow ...)
     if not 0 <= args.core < len(sched.cores):
         raise ConfigError("--core", "core", args.core, f"0..{len(sched.cores) - 1}")
     print(f"# {sched.meta}")
