@@ -382,3 +382,12 @@ def test_l2cache_notalloc_and_oversized_regions():
     assert not l2.read("w", 50, allocate=False)
     l2.write("w", 50)
     assert l2.read("w", 50)
+
+
+def test_two_pipes_waiting_on_one_cross_flag_is_rejected(chip):
+    with pytest.raises(ScheduleError) as info:
+        run(chip, {("aiv0", "v"): [isa.CrossWait("aic", 3)],
+                   ("aiv0", "mte2"): [isa.CrossWait("aic", 3)],
+                   ("aic", "m"): [isa.Mmad(64, 64, 64, "bf16"), isa.CrossSet("aiv0", 3)]})
+    assert str(info.value) == ("core00.aiv0.mte2: two pipes wait on cross-core flag 3 "
+                               "(aic -> aiv0) at once.")
