@@ -47,6 +47,8 @@ def cmd_run(args) -> int:
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
     inputs = load_inputs(args.topology, args.workload, args.sets)
+    if args.trace:
+        _check_output_path(args.trace, "--trace")
     opts = RunOptions(args.trace, args.trace_scope, args.seed)
     result = inputs.kind.run(inputs.topology, inputs.params, opts, name=_name(args.workload))
     print(to_json(result) if args.json else format_table(result))
@@ -68,6 +70,16 @@ def cmd_schedule(args) -> int:
     print(f"# {sched.meta}")
     print(format_core(sched, args.core, args.max_per_pipe))
     return 0
+
+
+def _check_output_path(path: str, option: str) -> None:
+    """Reject an output file whose folder does not exist before running, not with a traceback after."""
+    from pathlib import Path
+    from simnode.errors import ConfigError
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise ConfigError(option, option.lstrip("-"), path,
+                          f"a file in an existing folder ({folder} is not one)")
 
 
 def _name(path: str) -> str:

@@ -165,3 +165,18 @@ def test_cli_deadlock_is_reported_not_hung(cli, topology_path, stuck_kind, tmp_p
     assert "core00.aiv0.v waits on cross-core flag 2 (aic -> aiv0)" in msg
     # the trace of a failed run is still closed and loadable
     assert json.loads(trace.read_text())["displayTimeUnit"] == "ns"
+
+
+def test_missing_workload_file(cli, topology_path, tmp_path):
+    res = cli("run", topology_path, tmp_path / "nope.yaml")
+    assert res.code == 2
+    assert res.err.strip() == (f"simnode: error: {tmp_path / 'nope.yaml'}: (top level) = "
+                               f"'{tmp_path / 'nope.yaml'}': expected an existing YAML file.")
+
+
+def test_trace_into_missing_folder_is_a_user_error(cli, topology_path, small_gemm, tmp_path):
+    target = tmp_path / "no" / "such" / "t.json"
+    res = cli("run", topology_path, small_gemm(m=16, n=16, k=64), "--trace", target)
+    assert res.code == 2 and res.out == ""
+    assert res.err.strip() == (f"simnode: error: --trace: trace = '{target}': expected a file in "
+                               f"an existing folder ({target.parent} is not one).")

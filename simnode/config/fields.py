@@ -76,8 +76,8 @@ class Reader:
     def number(self, key: str, *, min_value: float | None = None, positive: bool = False,
                max_value: float | None = None, default=_MISSING) -> float:
         value = self.raw(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(key, value, "a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise self.error(key, value, "a number")           # value != value: NaN (.nan)
         if positive and not value > 0:
             raise self.error(key, value, "a number greater than 0")
         if min_value is not None and value < min_value:
