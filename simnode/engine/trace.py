@@ -71,8 +71,10 @@ class Tracer:
 
     def span(self, pid: int, tid: int, name: str, start_ns: float, dur_ns: float,
              args: dict | None = None) -> None:
+        ts = round(ns_to_us(start_ns), 4)
+        dur = round(ns_to_us(start_ns + dur_ns), 4) - ts     # rounded end - rounded start: no overlap
         text = (f'{{"ph": "X", "pid": {pid}, "tid": {tid}, "name": {json.dumps(name)}, '
-                f'"ts": {_us(start_ns)}, "dur": {_us(dur_ns)}')
+                f'"ts": {ts:.4f}, "dur": {max(dur, 0.0):.4f}')
         if args:
             text += f', "args": {json.dumps(args, sort_keys=True)}'
         self._write(text + "}")

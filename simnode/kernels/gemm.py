@@ -189,7 +189,9 @@ def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
             "block_m": t.block_m, "block_n": t.block_n, "block_k": t.block_k, "k_l0": t.k_l0,
             "l1_stages": t.l1_stages, "sub_tile": f"{t.sub_m}x{t.sub_n}",
             "num_blocks": len(order), "waves": math.ceil(len(order) / t.num_cores)}
-    return KernelSchedule(f"gemm_{p.m}x{p.n}x{p.k}_{p.dtype}", cores, 2.0 * p.m * p.n * p.k, meta)
+    sched = KernelSchedule(f"gemm_{p.m}x{p.n}x{p.k}_{p.dtype}", cores, 2.0 * p.m * p.n * p.k, meta)
+    sched.check_buffers(chip)
+    return sched
 
 
 def _validate(p: GemmParams) -> None:

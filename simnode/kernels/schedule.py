@@ -60,8 +60,8 @@ class KernelSchedule:
             raise ScheduleError(f"schedule '{self.name}' uses {len(self.cores)} AI cores; "
                                 f"chip '{chip.name}' has {chip.num_ai_cores}.")
         units = ["aic"] + [f"aiv{i}" for i in range(chip.aiv_per_core)]
+        self.check_buffers(chip)
         for prog in self.cores:
-            self._check_buffers(prog, chip)
             for (unit, pipe), instrs in prog.pipes.items():
                 if unit not in units:
                     raise ScheduleError(f"schedule '{self.name}' core {prog.core}: unit '{unit}' "
@@ -69,8 +69,16 @@ class KernelSchedule:
                 if pipe not in isa.pipes_of(unit):
                     raise ScheduleError(f"schedule '{self.name}' core {prog.core}: {unit} has no pipe "
                                         f"'{pipe}' (pipes: {', '.join(isa.pipes_of(unit))}).")
+                checked = set()         # generators share identical records; check each once per pipe
                 for ins in instrs:
-                    self._check_instr(prog.core, unit, pipe, ins, chip, units)
+                    if id(ins) not in checked:
+                        checked.add(id(ins))
+                        self._check_instr(prog.core, unit, pipe, ins, chip, units)
+
+    def check_buffers(self, chip) -> None:
+        """Raise ScheduleError if any core's buffer plan exceeds a capacity."""
+        for prog in self.cores:
+            self._check_buffers(prog, chip)
 
     def _check_buffers(self, prog: CoreProgram, chip) -> None:
         demand = defaultdict(int)

@@ -49,10 +49,13 @@ def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
 
     data = load_yaml(workload_path)
     src = str(workload_path)
-    kind = get_kind(data.get("kind"), src)
     if work_sets:
+        # the kind (possibly overridden) decides which optional fields --set may add
+        kind_name = work_sets.get("kind", data.get("kind"))
+        kind = get_kind(kind_name, "--set" if "kind" in work_sets else src)
         data = apply_overrides(data, work_sets, "--set", extra_keys=kind.optional_keys())
         src += " (with --set overrides)"
+    kind = get_kind(data.get("kind"), src)
     r = Reader(data, src)
     r.string("kind")
     params = kind.read_params(r)
