@@ -149,12 +149,8 @@ def test_cli_missing_required_workload_field(cli, topology_path, write_yaml):
     assert f"{path}: k = '<missing>': expected this key to be present." in res.err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "simnode/workloads/loader.py load_inputs resolves the kind from the file before applying "
-    "--set and never checks the overridden value, so `--set kind=gemmm` (or any other kind) is "
-    "silently ignored and the file's kind runs (exit 0). Fix: resolve the kind after the "
-    "overrides, or reject a 'kind' override."))
 def test_cli_kind_override_is_not_silently_ignored(cli, topology_path, small_gemm):
     res = cli("run", topology_path, small_gemm(m=16, n=16, k=64), "--set", "kind=gemmm")
-    assert res.code == 2
-    assert "kind = 'gemmm'" in res.err
+    assert res.code == 2 and res.out == ""
+    assert res.err.startswith("simnode: error: --set: kind = 'gemmm': expected one of ")
+    assert "Did you mean 'gemm'?" in res.err

@@ -170,19 +170,9 @@ def _worst_overlap_us(events) -> tuple[float, str]:
     return worst, where
 
 
-def test_pipe_spans_do_not_overlap_beyond_rounding(traced):
-    """An in-order pipe runs one instruction at a time. ts and dur are printed with 4
-    decimals (0.1 ns), so this allows one rounding unit; the strict test is below."""
-    worst, where = _worst_overlap_us(traced[0]["traceEvents"])
-    assert worst <= 1e-4 + 1e-9, where
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "simnode/engine/trace.py Tracer.span rounds ts and dur to 4 decimals independently, so "
-    "back-to-back spans of one pipe overlap by up to 0.1 ns in the file (e.g. core00.aic.m "
-    "mmad ts 1.9511 dur 0.1552, next ts 2.1062); Perfetto then sees improperly nested slices. "
-    "Fix: write dur as round(end) - round(start)."))
 def test_pipe_spans_never_overlap(traced):
+    """An in-order pipe runs one instruction at a time, so its spans are disjoint in the
+    file too (ts and dur are printed to 0.1 ns: dur is rounded end - rounded start)."""
     worst, where = _worst_overlap_us(traced[0]["traceEvents"])
     assert worst <= 1e-6, where
 
