@@ -1,3 +1,4 @@
 """Imports every built-in workload kind so that it registers itself."""
 
 from simnode.workloads import gemm  # noqa: F401
+from simnode.workloads import sparse_mla  # noqa: F401

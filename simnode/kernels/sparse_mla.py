@@ -1,0 +1,228 @@
+"""Sparse MLA attention schedule after FlashMLA's Ascend 1C2V kernel (facts 3.4, S1/S2).
+
+``SparseMlaParams`` describes a prefill (``n_q`` queries over one KV of ``kv_len``
+tokens) or a decode (``batch x s_q`` queries over a main and an extra cache, each
+with its own top-k, length and dtype). ``sparse_mla_schedule(chip, params)`` deals
+the work items (one query x one block of ``heads_per_core`` heads) to the AI cores
+and builds each core's program (``sparse_mla_core.core_program``);
+``sparse_mla_roofline`` gives the lower bounds. Pure functions: no SimPy.
+
+Modeling assumptions a reader could doubt:
+
+- D = 512 for both QK and V (facts 2.2, S8 FLOP formula d_qk = d_v = 512): the MLA
+  latent is 512 wide and K and V are the same gathered row; rope dims are not
+  modeled separately (the published FLOP count has none), so a KV row is the 512
+  latent values (1024 B BF16, 528 B FP8, 288 B FP4 with their scales, facts 2.2).
+- Selected tokens: each query's top-k indices are drawn uniformly at random without
+  replacement over the cache length (seeded). Each token row is its own L2 region
+  (``gm_key``), so queries that select the same token re-read it from L2: the L2
+  hit rate follows from topk / kv_len and the 128 MiB L2, not from a parameter.
+- Skip-scale (facts 3.4): a block needs an O rescale only when its row max rises by
+  more than ``skip_scale_threshold`` (nats). Scores are not simulated, so the share
+  of such blocks is the parameter ``rescale_share`` (no source gives it; 5% is an
+  assumption, stated before any run). Threshold 0 means skip-scale off: every block
+  after an item's first rescales, the case S1's 1C1V FixPipe bound assumes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simnode.config.chip import ChipSpec
+from simnode.errors import ScheduleError
+from simnode.kernels import sparse_mla_core as core
+from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.kernels.sparse_mla_core import INDEX_BLOCK_TOKENS, KV_ROW_BYTES
+
+DEFAULT_RESCALE_SHARE = 0.05     # assumption (see module docstring): blocks whose max jumps > threshold
+
+
+@dataclass(frozen=True)
+class SparseMlaParams:
+    mode: str = "prefill"                #: "prefill" or "decode"
+    n_q: int = 4096                      #: prefill queries
+    kv_len: int = 8192                   #: prefill KV length (tokens)
+    topk: int = 640                      #: prefill selected tokens per query
+    kv_dtype: str = "bf16"               #: prefill KV cache dtype
+    batch: int = 64                      #: decode sequences
+    s_q: int = 4                         #: decode queries per sequence
+    topk_main: int = 128
+    topk_extra: int = 512
+    main_len: int = 256
+    extra_len: int = 2048
+    main_dtype: str = "fp8"
+    extra_dtype: str = "fp8"
+    heads: int = 64                      #: query heads H
+    d_qk: int = 512
+    d_v: int = 512
+    heads_per_core: int = 64             #: query heads one AI core handles per item
+    b_topk: int = 64                     #: selected tokens per pipeline step (facts 3.4)
+    vector_cores_per_cube: int = 2       #: 2 = 1C2V (FlashMLA), 1 = 1C1V
+    gather2: bool = True                 #: one MTE2 descriptor fetches 2 tokens (facts 3.4)
+    skip_scale_threshold: float = 6.0    #: nats after sm_scale (facts 3.4); 0 = skip-scale off
+    rescale_share: float = DEFAULT_RESCALE_SHARE
+    sinks: bool = True                   #: attention sinks in the softmax denominator
+    seed: int = 0
+    num_cores: int = 0                   #: 0 = every AI core
+
+
+@dataclass(frozen=True)
+class Block:
+    """One pipeline step of one item: up to b_topk tokens of one cache."""
+    item: int                            #: item index (query x head block)
+    first: bool                          #: first block of its item
+    cache: str                           #: "kv", "main" or "extra"
+    seq: int                             #: sequence (decode batch entry; 0 in prefill)
+    dtype: str
+    tokens: tuple                        #: selected token ids
+    index_group: int                     #: which 640-index group of (item, cache) it starts, or -1
+
+
+def _err(p: SparseMlaParams, what: str) -> ScheduleError:
+    return ScheduleError(f"sparse MLA ({p.mode}): {what}")
+
+
+def validate(p: SparseMlaParams, chip: ChipSpec) -> None:
+    if p.mode not in ("prefill", "decode"):
+        raise _err(p, f"mode '{p.mode}': expected prefill or decode.")
+    if p.d_qk != p.d_v or p.d_qk % 128:
+        raise _err(p, f"d_qk = {p.d_qk}, d_v = {p.d_v}: the MLA latent is shared by K and V, "
+                      f"so expected equal sizes that are multiples of the 128-wide L0 tiles.")
+    if p.heads_per_core <= 0 or p.heads_per_core % 16 or p.heads % p.heads_per_core:
+        raise _err(p, f"heads_per_core = {p.heads_per_core}: expected a multiple of 16 that "
+                      f"divides heads = {p.heads}.")
+    if p.b_topk <= 0 or p.b_topk % 16:
+        raise _err(p, f"b_topk = {p.b_topk}: expected a positive multiple of 16 (cube fractal).")
+    if p.vector_cores_per_cube not in (1, 2) or p.vector_cores_per_cube > chip.aiv_per_core:
+        raise _err(p, f"vector_cores_per_cube = {p.vector_cores_per_cube}: expected 1 or "
+                      f"{chip.aiv_per_core} (AIVs per AI core of '{chip.name}').")
+    if (p.heads_per_core // p.vector_cores_per_cube) % 16:
+        raise _err(p, f"heads_per_core = {p.heads_per_core} over {p.vector_cores_per_cube} "
+                      f"vector cores: each AIV's share of heads must be a multiple of 16.")
+    if p.skip_scale_threshold < 0 or not 0 <= p.rescale_share <= 1:
+        raise _err(p, f"skip_scale_threshold = {p.skip_scale_threshold}, rescale_share = "
+                      f"{p.rescale_share}: expected a threshold >= 0 and a share in [0, 1].")
+    for name, k, n, dt in _caches(p):
+        if dt not in KV_ROW_BYTES:
+            raise _err(p, f"{name} dtype '{dt}': expected one of {', '.join(KV_ROW_BYTES)}.")
+        if not 0 < k <= n:
+            raise _err(p, f"{name} top-k {k} over length {n}: expected 0 < top-k <= length "
+                          f"(top-k selects distinct tokens).")
+    if p.num_cores < 0 or p.num_cores > chip.num_ai_cores:
+        raise _err(p, f"num_cores = {p.num_cores}: expected 0..{chip.num_ai_cores}.")
+
+
+def _caches(p: SparseMlaParams) -> list[tuple[str, int, int, str]]:
+    """(name, top-k, length, dtype) of every cache a query attends to."""
+    if p.mode == "prefill":
+        return [("kv", p.topk, p.kv_len, p.kv_dtype)]
+    return [("main", p.topk_main, p.main_len, p.main_dtype),
+            ("extra", p.topk_extra, p.extra_len, p.extra_dtype)]
+
+
+def num_queries(p: SparseMlaParams) -> int:
+    return p.n_q if p.mode == "prefill" else p.batch * p.s_q
+
+
+def flops(p: SparseMlaParams) -> float:
+    """facts 2.2: 2 * queries * H * topk * (d_qk + d_v)."""
+    topk = sum(k for _, k, _, _ in _caches(p))
+    return 2.0 * num_queries(p) * p.heads * topk * (p.d_qk + p.d_v)
+
+
+def select_tokens(p: SparseMlaParams) -> dict:
+    """(query, cache) -> sorted selected token ids, uniform without replacement, seeded."""
+    rng = np.random.default_rng(p.seed)
+    out = {}
+    for q in range(num_queries(p)):
+        for name, k, n, _ in _caches(p):
+            out[(q, name)] = tuple(sorted(int(t) for t in rng.choice(n, k, replace=False)))
+    return out
+
+
+def item_blocks(p: SparseMlaParams, item: int, q: int, sel: dict) -> list[Block]:
+    seq = 0 if p.mode == "prefill" else q // p.s_q
+    blocks = []
+    for name, k, _, dt in _caches(p):
+        toks = sel[(q, name)]
+        for b0 in range(0, k, p.b_topk):
+            group = b0 // INDEX_BLOCK_TOKENS if b0 % INDEX_BLOCK_TOKENS < p.b_topk else -1
+            blocks.append(Block(item, not blocks, name, seq, dt, toks[b0:b0 + p.b_topk], group))
+    return blocks
+
+
+def drain_flags(p: SparseMlaParams, blocks: list[Block]) -> list[bool]:
+    """Per block: must O be drained from L0C before O += S*V of this block?
+
+    An item's first block drains the previous item's finished O; a later block drains for
+    an O rescale: always with skip-scale off, else for ``rescale_share`` of them, spread
+    evenly (error diffusion, deterministic)."""
+    out, acc = [], 0.0
+    for i, b in enumerate(blocks):
+        if b.first:
+            out.append(i > 0)
+            continue
+        if p.skip_scale_threshold == 0:
+            out.append(True)
+            continue
+        acc += p.rescale_share
+        out.append(acc >= 1.0 - 1e-9)
+        if out[-1]:
+            acc -= 1.0
+    return out
+
+
+def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
+    """Per-core programs of one sparse MLA call; ScheduleError if the buffers overflow."""
+    validate(p, chip)
+    ncores = p.num_cores or chip.num_ai_cores
+    plan = core.choose_plan(chip, p, max(KV_ROW_BYTES[dt] for _, _, _, dt in _caches(p)))
+    sel = select_tokens(p)
+    head_blocks = p.heads // p.heads_per_core
+    per_core = [[] for _ in range(ncores)]
+    for q in range(num_queries(p)):
+        for hb in range(head_blocks):
+            item = q * head_blocks + hb
+            per_core[item % ncores].extend(item_blocks(p, item, q, sel))
+    cores = []
+    for c, blocks in enumerate(per_core):
+        if not blocks:
+            continue
+        prog = CoreProgram(c)
+        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks))
+        prog.buffers = core.buffer_plan(p, plan)
+        cores.append(prog)
+    meta = {"kind": "sparse_mla", "mode": p.mode, "queries": num_queries(p),
+            "heads_per_core": p.heads_per_core, "b_topk": p.b_topk,
+            "vector_cores_per_cube": p.vector_cores_per_cube, "gather2": p.gather2,
+            "orientation": "tokens-as-M" if plan.transposed else "heads-as-M",
+            "kv_l1_stages": plan.kv_l1_stages, "l0_slots": plan.l0_slots,
+            "chunk_tokens": plan.chunk_tokens, "gather_ub_chunks": plan.gather_chunks,
+            "o_fragments": plan.fragments, "items": num_queries(p) * head_blocks,
+            "blocks_per_core_max": max(len(b) for b in per_core)}
+    return KernelSchedule(f"sparse_mla_{p.mode}", cores, flops(p), meta)
+
+
+def sparse_mla_roofline(chip: ChipSpec, p: SparseMlaParams) -> dict:
+    """Lower bounds in ns: cube at peak on the useful FLOPs, every gathered KV byte through
+    L2, and the distinct KV rows once through HBM (expected count under uniform selection)."""
+    peak_flop_per_ns = 2 * chip.cube.macs_per_cycle["bf16"] * chip.aic_freq_GHz * chip.num_ai_cores
+    items_per_query = p.heads // p.heads_per_core
+    gathered = hbm = 0.0
+    for name, k, n, dt in _caches(p):
+        gathered += num_queries(p) * items_per_query * k * KV_ROW_BYTES[dt]
+        readers = num_queries(p) if p.mode == "prefill" else p.s_q
+        seqs = 1 if p.mode == "prefill" else p.batch
+        hbm += seqs * n * (1.0 - (1.0 - k / n) ** readers) * KV_ROW_BYTES[dt]
+    compute_ns = flops(p) / peak_flop_per_ns
+    l2_ns = gathered / chip.memory.l2_bandwidth_GBps
+    hbm_ns = hbm / chip.memory.hbm_bandwidth_GBps
+    return {"compute_ns": compute_ns, "l2_ns": l2_ns, "hbm_ns": hbm_ns,
+            "gathered_bytes": gathered, "bound_ns": max(compute_ns, l2_ns, hbm_ns)}
+
+
+def steps_per_item(p: SparseMlaParams) -> int:
+    return sum(math.ceil(k / p.b_topk) for _, k, _, _ in _caches(p))

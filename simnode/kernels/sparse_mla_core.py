@@ -1,0 +1,379 @@
+"""One AI core's sparse MLA program (facts 3.4): buffer plan and the six pipes' records.
+
+``choose_plan`` picks tile depths that fit the chip's buffers; ``core_program`` fills a
+``CoreProgram`` for a list of ``sparse_mla.Block`` steps; ``buffer_plan`` lists the
+buffers it claims (checked by ``KernelSchedule.check``).
+
+AIC (per block b, cube order P[b] then O[b-1], so P[b+1] is issued before O[b]):
+  MTE2: Q of each item -> L1 (2 slots).  MTE1: Q / K k-tiles, then S and V n-tiles,
+  into ``l0_slots`` L0A/L0B slots.  M: 4 MMADs of P = Q K^T, 4 of O += S V.
+  FIX: P -> both UBs (dual) or one (1C1V); O drains (rescale or item end) in fp32
+  fragments, each after the AIV freed a fragment buffer.
+AIV (each holds ``heads_per_core / vector_cores`` softmax rows and deals the block's
+32-token chunks round-robin), per step j in program order:
+  V: index preprocessing (j+lead_g); ND2NZ/dequant of block j+lead_n's chunks;
+     softmax of block j+1; O-fragment scale/accumulate for a drain before block j.
+  MTE2: index group fetch, then per-token KV gather of block j+lead_g.
+  MTE3: NZ chunk -> L1 KV slot, S -> L1, final O fragments -> GM.
+
+MTE2 queue (facts 1.4, S1: 16 issued-but-incomplete requests per AIV): instructions
+reach the pipes through the AIV's in-order dispatch, so a gather of more than 16
+descriptors blocks dispatch until descriptor n-16 completes; the next step's
+vector work waits for that (an mte2->v flag set after that descriptor). gather2
+(facts 3.4) halves the descriptors, so 32 tokens fit the queue.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simnode.kernels import isa
+from simnode.kernels.schedule import BufferUse
+
+#: KV row bytes per token by cache dtype (facts 2.2, S2 kv_cache_format.h).
+KV_ROW_BYTES = {"bf16": 1024, "fp8": 528, "fp4": 288}
+INDEX_BYTES = 4           # int32 token indices (S2 index tensor)
+INDEX_BLOCK_TOKENS = 640  # facts 3.4: indices fetched in groups of 640 (INDEX_BLOCK_SIZE)
+TOKENS_PER_CHUNK = 32     # facts 3.4: 32 selected tokens per AIV per step
+GATHER_UB_CHUNKS = 3      # facts 3.4: UB holds gathered KV x 3
+KV_L1_STAGES = 4          # facts 3.4: L1 holds KV x 4
+Q_L1_SLOTS = 2            # facts 3.4: L1 holds Q x 2
+L0_SLOTS = 4              # facts 3.4: 4 L0A / L0B slots
+L0_TILE = 128             # facts 3.4: K split into 128-wide L1->L0 tiles
+INDEX_UB_BUFFERS = 4      # facts 3.4: index buffers x 4
+FRAG_BUFFERS = 2          # facts 3.4: 2 output-fragment buffers
+STATS_PER_ROW = 4         # running max, sum, scale, sink logit (fp32) per row
+# A 256 B vector register holds 128 16-bit lanes vs 64 fp32 lanes (facts 1.2, S3/S8), so a
+# 16-bit element-op costs half an fp32 element-op; dequant = cast to bf16 + scale multiply.
+DEQUANT_OPS_PER_ELEM = 1.0
+SOFTMAX_SIMPLE_OPS_PER_ELEM = 4   # row max, x*scale - max (one FMA), row sum, cast to bf16
+SOFTMAX_SPECIAL_OPS_PER_ELEM = 1  # exp
+OSCALE_OPS_PER_ELEM = 2           # O_acc * scale + fragment
+FINAL_OPS_PER_ELEM = 2            # * 1 / row sum, cast to bf16
+PREPROC_OPS_PER_TOKEN = 3         # index -> source offset, stride, burst count (a SIMD VF)
+
+# cross-core flag ids, AIC -> AIV and AIV -> AIC (16 per AIV, facts 3.2)
+X_P, X_FRAG, X_KVFREE, X_SFREE = 0, 1, 2, 3
+X_KV, X_S, X_PFREE, X_FRAGFREE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class Plan:
+    n_aiv: int
+    rows: int                 #: softmax / O rows (heads) per AIV
+    transposed: bool          #: tokens as MMAD M when heads are below the saturating M
+    chunk_tokens: int
+    gather_chunks: int        #: UB gather slots, in chunks
+    fragments: int            #: fp32 fragments per O drain
+    frag_cols: int
+    kv_l1_stages: int
+    l0_slots: int
+    ub_row_bytes: int         #: gathered row in UB, padded to 32 B (facts 1.3)
+
+
+def _ub_parts(p, rows, chunk, gslots, frag_cols, row_pad) -> list[tuple[str, int]]:
+    d = p.d_v
+    return [(f"gathered KV x {gslots} chunks of {chunk} tokens", gslots * chunk * row_pad),
+            (f"NZ KV chunk bf16", chunk * d * 2),
+            (f"O accumulator {rows}x{d} fp32", rows * d * 4),
+            (f"O fragments x {FRAG_BUFFERS} of {rows}x{frag_cols} fp32",
+             FRAG_BUFFERS * rows * frag_cols * 4),
+            (f"P/S {rows}x{p.b_topk} fp32", rows * p.b_topk * 4),
+            ("softmax stats", rows * STATS_PER_ROW * 4),
+            (f"index buffers x {INDEX_UB_BUFFERS}", INDEX_UB_BUFFERS * INDEX_BLOCK_TOKENS * INDEX_BYTES)]
+
+
+def choose_plan(chip, p, max_row_bytes: int) -> Plan:
+    """The facts 3.4 plan when it fits; else (1C1V: one UB holds all 64 rows of O) smaller
+    chunks, 2 gather slots and 64-wide fragments. If nothing fits, the facts plan is kept
+    so that the buffer check names the overflowing buffer."""
+    n_aiv = p.vector_cores_per_cube
+    rows = p.heads_per_core // n_aiv
+    row_pad = -(-max_row_bytes // 32) * 32
+    ub = chip.buffers.capacity_bytes("ub")
+    options = [(TOKENS_PER_CHUNK, GATHER_UB_CHUNKS, L0_TILE), (16, 2, 64)]
+    chosen = options[0]
+    for opt in options:
+        if sum(b for _, b in _ub_parts(p, rows, *opt, row_pad)) <= ub:
+            chosen = opt
+            break
+    chunk, gslots, frag_cols = chosen
+    hpc, d, bt = p.heads_per_core, p.d_qk, p.b_topk
+    l1_fixed = Q_L1_SLOTS * hpc * d * 2 + hpc * bt * 2
+    kv_stages = max(2, min(KV_L1_STAGES, (chip.buffers.capacity_bytes("l1") - l1_fixed) // (bt * d * 2)))
+    transposed = hpc < chip.cube.saturating_m_rows
+    a_slot = max(hpc * L0_TILE, hpc * bt) * 2
+    b_slot = bt * L0_TILE * 2
+    if transposed:
+        a_slot, b_slot = b_slot, a_slot
+    l0 = max(2, min(L0_SLOTS, chip.buffers.capacity_bytes("l0a") // a_slot,
+                    chip.buffers.capacity_bytes("l0b") // b_slot))
+    return Plan(n_aiv, rows, transposed, chunk, gslots, d // frag_cols, frag_cols, kv_stages,
+                l0, row_pad)
+
+
+def buffer_plan(p, plan: Plan) -> list[BufferUse]:
+    hpc, d, bt = p.heads_per_core, p.d_qk, p.b_topk
+    a_slot = max(hpc * L0_TILE, hpc * bt) * 2
+    b_slot = bt * L0_TILE * 2
+    if plan.transposed:
+        a_slot, b_slot = b_slot, a_slot
+    out = [BufferUse("aic", "l1", f"Q x {Q_L1_SLOTS}", Q_L1_SLOTS * hpc * d * 2),
+           BufferUse("aic", "l1", f"KV x {plan.kv_l1_stages} stages of {bt} tokens",
+                     plan.kv_l1_stages * bt * d * 2),
+           BufferUse("aic", "l1", "S x 1", hpc * bt * 2),
+           BufferUse("aic", "l0a", f"Q/S tiles x {plan.l0_slots}", plan.l0_slots * a_slot),
+           BufferUse("aic", "l0b", f"K/V tiles x {plan.l0_slots}", plan.l0_slots * b_slot),
+           BufferUse("aic", "l0c", f"O {hpc}x{d} fp32", hpc * d * 4),
+           BufferUse("aic", "l0c", f"P {hpc}x{bt} fp32 x 2", 2 * hpc * bt * 4)]
+    for v in range(plan.n_aiv):
+        for label, size in _ub_parts(p, plan.rows, plan.chunk_tokens, plan.gather_chunks,
+                                     plan.frag_cols, plan.ub_row_bytes):
+            out.append(BufferUse(f"aiv{v}", "ub", label, size))
+    return out
+
+
+def _memo(cls):
+    cache = {}
+
+    def make(*args):
+        obj = cache.get(args)
+        if obj is None:
+            obj = cache[args] = cls(*args)
+        return obj
+    return make
+
+
+Set, Wait, XSet, XWait = _memo(isa.SetFlag), _memo(isa.WaitFlag), _memo(isa.CrossSet), _memo(isa.CrossWait)
+Vec, Mmad, Scal = _memo(isa.VecOp), _memo(isa.Mmad), _memo(isa.Scalar)
+Copy = _memo(isa.Copy)
+
+
+def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
+    """(chunk index in block, AIV, tokens) of a block, chunks dealt round-robin to AIVs."""
+    t, c = block.tokens, plan.chunk_tokens
+    return [(i, i % plan.n_aiv, t[i * c:(i + 1) * c]) for i in range(math.ceil(len(t) / c))]
+
+
+def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list) -> None:
+    a_lead = min(3, plan.kv_l1_stages)                       # ND2NZ lead (facts 3.4: i+3)
+    m = math.ceil(math.ceil(p.b_topk / plan.chunk_tokens) / plan.n_aiv)
+    g_lead = a_lead + max(0, plan.gather_chunks // m - 1)    # gather lead (facts 3.4: i+5)
+    _aic(prog, p, plan, blocks, drain)
+    limit = chip.sync.mte2_outstanding_per_aiv
+    for v in range(plan.n_aiv):
+        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, chip)
+
+
+def _aic(prog, p, plan: Plan, blocks, drain) -> None:
+    mte2, mte1 = prog.pipe("aic", "mte2"), prog.pipe("aic", "mte1")
+    cube, fix = prog.pipe("aic", "m"), prog.pipe("aic", "fix")
+    aivs = [f"aiv{v}" for v in range(plan.n_aiv)]
+    hpc, d = p.heads_per_core, p.d_qk
+    n = len(blocks)
+    dst = "ub_dual" if plan.n_aiv == 2 else "ub"
+    u = 0                                 # running L0 slot use
+    items = 0
+    qslot = {}
+
+    def unit(loads, mm, pre=(), post=()):
+        nonlocal u
+        s = u % plan.l0_slots
+        if u >= plan.l0_slots:
+            mte1.append(Wait("m", "mte1", s))
+        for size in loads:
+            mte1.append(Copy("l1_to_l0", size))
+        mte1.append(Set("mte1", "m", s))
+        cube.append(Wait("mte1", "m", s))
+        cube.extend(pre)
+        cube.append(mm)
+        cube.extend(post)
+        cube.append(Set("m", "mte1", s))
+        u += 1
+
+    def p_phase(b):
+        nonlocal items
+        blk = blocks[b]
+        t = len(blk.tokens)
+        if blk.first:
+            qs = qslot[blk.item] = items % Q_L1_SLOTS
+            if items >= Q_L1_SLOTS:
+                mte2.append(Wait("mte1", "mte2", qs))
+            mte2.append(isa.Copy("gm_to_l1", hpc * d * 2, ("q", blk.item), label="Q -> L1"))
+            mte2.append(Set("mte2", "mte1", qs))
+            mte1.append(Wait("mte2", "mte1", qs))
+            items += 1
+        for _, v, _ in _chunks(blk, plan):
+            mte1.append(XWait(f"aiv{v}", X_KV))
+        kt = d // L0_TILE
+        for k in range(kt):
+            mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
+            pre = (Wait("fix", "m", 0),) if k == 0 and b >= 2 else ()
+            post = (Set("m", "fix", 0),) if k == kt - 1 else ()
+            unit((hpc * L0_TILE * 2, t * L0_TILE * 2), mm, pre, post)
+        if b + 1 == n or blocks[b + 1].first:
+            mte1.append(Set("mte1", "mte2", qslot[blk.item]))
+
+    def o_phase(b):
+        t = len(blocks[b].tokens)
+        for x in aivs:
+            mte1.append(XWait(x, X_S))
+        nt = d // L0_TILE
+        for j in range(nt):
+            # per n-tile L0C handoff (unit_flag, facts 3.1): n-tile j of O waits only for
+            # its own fragments to be drained, and is handed to FIX as soon as it is final
+            mm = Mmad(L0_TILE, hpc, t, "bf16") if plan.transposed else Mmad(hpc, L0_TILE, t, "bf16")
+            pre = (Wait("fix", "m", 1 + j),) if drain[b] else ()
+            post = (Set("m", "fix", 1 + j),) if b + 1 == n or drain[b + 1] else ()
+            loads = ((hpc * t * 2, t * L0_TILE * 2) if j == 0 else (t * L0_TILE * 2,))
+            unit(loads, mm, pre, post)
+            if j == 0:
+                mte1.extend(XSet(x, X_SFREE) for x in aivs)
+        mte1.extend(XSet(x, X_KVFREE) for x in aivs)
+
+    frags = 0
+
+    def drain_out():
+        nonlocal frags
+        for j in range(d // L0_TILE):
+            fix.append(Wait("m", "fix", 1 + j))
+            for _ in range(L0_TILE // plan.frag_cols):
+                if frags >= FRAG_BUFFERS:
+                    fix.extend(XWait(x, X_FRAGFREE) for x in aivs)
+                fix.append(isa.Fixpipe(hpc, plan.frag_cols, "fp32", dst, label="O fragment -> UB"))
+                fix.extend(XSet(x, X_FRAG) for x in aivs)
+                frags += 1
+            fix.append(Set("fix", "m", 1 + j))
+
+    for g in range(n + 1):
+        if g < n:
+            p_phase(g)
+        if g >= 1:
+            o_phase(g - 1)
+    for g in range(n):
+        t = len(blocks[g].tokens)
+        fix.append(Wait("m", "fix", 0))
+        if g >= 1:
+            fix.extend(XWait(x, X_PFREE) for x in aivs)
+        fix.append(isa.Fixpipe(hpc, t, "fp32", dst, label="P -> UB"))
+        fix.append(Set("fix", "m", 0))
+        fix.extend(XSet(x, X_P) for x in aivs)
+        for dd in (g - 1, g) if g == n - 1 else (g - 1,):
+            if dd >= 1 and drain[dd]:
+                drain_out()
+    drain_out()                            # the last item's O
+
+
+def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chip) -> None:
+    mte2, vec, mte3 = prog.pipe(unit, "mte2"), prog.pipe(unit, "v"), prog.pipe(unit, "mte3")
+    n = len(blocks)
+    rows, d = plan.rows, p.d_v
+    gathered = converted = 0
+    prev_dispatch = False
+    topk_of = {"kv": p.topk, "main": p.topk_main, "extra": p.topk_extra}
+    fp4_rate = chip.vector.fp4_decode_B_per_cycle
+
+    def drain_in(final_item):
+        """Consume one O drain: scale-and-add each fragment into the O accumulator; at an
+        item's end also normalize (sinks, 1/row sum), cast to bf16 in the fragment buffer
+        and store it to GM, fragment by fragment (the 2 output-fragment buffers, facts 3.4)."""
+        e = rows * plan.frag_cols
+        if final_item is not None:
+            if p.sinks:                    # denominator += exp(sink - max), per row
+                vec.append(Vec(rows, "special", 0, "sink exp"))
+            vec.append(Vec(rows, "div", 0, "1 / row sum"))
+        for f in range(plan.fragments):
+            vec.append(XWait("aic", X_FRAG))
+            if final_item is None:
+                vec.append(Vec(OSCALE_OPS_PER_ELEM * e, "simple", 12 * e, "O scale + fragment"))
+                vec.append(XSet("aic", X_FRAGFREE))
+                continue
+            vec.append(Vec((OSCALE_OPS_PER_ELEM + FINAL_OPS_PER_ELEM) * e, "simple", 10 * e,
+                           "O final: add, normalize, cast bf16"))
+            vec.append(Set("v", "mte3", 2))
+            mte3.append(Wait("v", "mte3", 2))
+            mte3.append(isa.Copy("ub_to_gm", e * 2, ("o", final_item, v, f), label="O -> GM"))
+            mte3.append(XSet("aic", X_FRAGFREE))
+
+    for j in range(-g_lead, n):
+        gb = j + g_lead
+        if 0 <= gb < n:
+            blk = blocks[gb]
+            mine = [c for c in _chunks(blk, plan) if c[1] == v]
+            if blk.index_group >= 0:
+                cnt = min(INDEX_BLOCK_TOKENS, topk_of[blk.cache] - blk.index_group * INDEX_BLOCK_TOKENS)
+                mte2.append(isa.Copy("gm_to_ub", cnt * INDEX_BYTES,
+                                     ("idx", blk.item, blk.cache, blk.index_group), label="indices"))
+                mte2.append(Set("mte2", "v", 1))
+                vec.append(Wait("mte2", "v", 1))
+            ntok = sum(len(c[2]) for c in mine)
+            vec.append(Vec(PREPROC_OPS_PER_TOKEN * max(1, ntok), "simple", 8 * max(1, ntok),
+                           "index preprocess"))
+            vec.append(Set("v", "mte2", 1))
+            mte2.append(Wait("v", "mte2", 1))
+            row = KV_ROW_BYTES[blk.dtype]
+            per_desc = 2 if p.gather2 else 1
+            ndesc = sum(math.ceil(len(c[2]) / per_desc) for c in mine)
+            stall_at = ndesc - limit      # descriptor after which dispatch may go on
+            desc = 0
+            for _, _, toks in mine:
+                if gathered >= plan.gather_chunks:
+                    mte2.append(Wait("v", "mte2", 0))
+                for i, tok in enumerate(toks):
+                    mte2.append(Copy("gm_to_ub", row, ("kv", blk.cache, blk.seq, tok), "normal",
+                                     "KV gather"))
+                    if i % per_desc == per_desc - 1 or i == len(toks) - 1:
+                        desc += 1
+                        if desc == stall_at:
+                            mte2.append(Set("mte2", "v", 2))
+                mte2.append(Set("mte2", "v", 0))
+                gathered += 1
+            if prev_dispatch:
+                vec.append(Wait("mte2", "v", 2))
+            prev_dispatch = stall_at > 0
+        elif prev_dispatch:
+            vec.append(Wait("mte2", "v", 2))
+            prev_dispatch = False
+        nb = j + a_lead
+        if 0 <= nb < n:
+            blk = blocks[nb]
+            if nb >= plan.kv_l1_stages:
+                mte3.append(XWait("aic", X_KVFREE))
+            for _, _, toks in (c for c in _chunks(blk, plan) if c[1] == v):
+                t = len(toks)
+                e = t * d
+                vec.append(Wait("mte2", "v", 0))
+                if converted >= 1:
+                    vec.append(Wait("mte3", "v", 0))
+                if blk.dtype == "fp4":     # FP4 -> 8-bit decode at the chip's decode rate (facts 1.2, S3)
+                    vec.append(Scal(e / fp4_rate, "fp4 decode"))
+                if blk.dtype == "bf16":
+                    vec.append(Vec(0, "simple", 2 * e * 2, "ND2NZ"))
+                else:
+                    vec.append(Vec(DEQUANT_OPS_PER_ELEM * e, "simple",
+                                   t * KV_ROW_BYTES[blk.dtype] + e * 2, "dequant + ND2NZ"))
+                vec.append(Set("v", "mte2", 0))
+                vec.append(Set("v", "mte3", 0))
+                converted += 1
+                mte3.append(Wait("v", "mte3", 0))
+                mte3.append(Copy("ub_to_l1", e * 2, None, "normal", "KV chunk -> L1"))
+                mte3.append(Set("mte3", "v", 0))
+                mte3.append(XSet("aic", X_KV))
+        sb = j + 1
+        if 0 <= sb < n:
+            t = len(blocks[sb].tokens)
+            e = rows * t
+            vec.append(XWait("aic", X_P))
+            vec.append(Vec(SOFTMAX_SIMPLE_OPS_PER_ELEM * e, "simple", 6 * e, "softmax"))
+            vec.append(Vec(SOFTMAX_SPECIAL_OPS_PER_ELEM * e, "special", 0, "exp"))
+            vec.append(Set("v", "mte3", 1))
+            mte3.append(Wait("v", "mte3", 1))
+            if sb >= 1:
+                mte3.append(XWait("aic", X_SFREE))
+            mte3.append(Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1"))
+            mte3.append(XSet("aic", X_S))
+            mte3.append(XSet("aic", X_PFREE))
+        if 0 <= j < n and drain[j]:
+            drain_in(blocks[j - 1].item if blocks[j].first else None)
+    drain_in(blocks[-1].item)
