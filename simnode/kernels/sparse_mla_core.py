@@ -157,7 +157,9 @@ def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
 
 
 def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list) -> None:
-    a_lead = min(3, plan.kv_l1_stages)                       # ND2NZ lead (facts 3.4: i+3)
+    # ND2NZ lead (facts 3.4: i+3); pushing block j+a reuses the L1 slot of block j+a-stages,
+    # whose O (and any drain before it) must not come after step j in the AIV order
+    a_lead = min(3, plan.kv_l1_stages - 1)
     m = math.ceil(math.ceil(p.b_topk / plan.chunk_tokens) / plan.n_aiv)
     g_lead = a_lead + max(0, plan.gather_chunks // m - 1)    # gather lead (facts 3.4: i+5)
     _aic(prog, p, plan, blocks, drain)
@@ -259,6 +261,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         fix.append(isa.Fixpipe(hpc, t, "fp32", dst, label="P -> UB"))
         fix.append(Set("fix", "m", 0))
         fix.extend(XSet(x, X_P) for x in aivs)
+        # the drain before O[d] follows P[d+1] (facts 3.4 order: softmax(i+1), then O scale(i))
         for dd in (g - 1, g) if g == n - 1 else (g - 1,):
             if dd >= 1 and drain[dd]:
                 drain_out()
