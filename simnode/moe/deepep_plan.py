@@ -1,0 +1,175 @@
+"""What DeepEP-Ascend dispatch and combine move, as counts: pure numpy, no SimPy.
+
+``record_sizes(p)`` gives the bytes of every record (facts 4.2, 4.3, 2.4);
+``build_plan(topk_by_rank, p)`` turns each rank's top-k expert ids into a
+``DeepEPPlan``: tokens, send-queue entries and reduction rows per (rank, AIV, peer),
+which the timing model in ``simnode.moe.deepep`` turns into work and flows.
+
+Conventions (facts 4.2): rank r's tokens are split into 64 contiguous ranges, one
+per AIV (``ceil(T/64)`` tokens each); a token is sent once per destination rank
+(deduplicated), the entries of one AIV to one peer are packed 6 tokens per SQE; a
+token whose destination is its own rank is copied locally, not sent.
+Combine (facts 4.3): the owner rank d returns one partial row per (token, source
+rank r); d's tokens from r are strided over its 64 AIVs with a rotation by r and
+grouped in tasks of 8; a token with two or more of its experts on d is reduced
+first (MTE2 reads of its k rows), one with exactly one is sent straight from x.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simnode.config.chip import DTYPE_BITS
+
+ALIGN_BYTES = 32             # UB/MTE row alignment (facts 1.3, S3)
+
+
+@dataclass(frozen=True)
+class DeepEPParams:
+    num_ranks: int
+    tokens_per_rank: int = 16384     #: facts 2.4, S5
+    hidden: int = 7168               #: facts 2.4, S5
+    top_k: int = 6                   #: facts 2.4, S5
+    num_experts: int = 256           #: facts 2.4, S5
+    dispatch_dtype: str = "fp8"      #: facts 2.4: FP8 dispatch with row-major scales
+    combine_dtype: str = "bf16"      #: facts 2.4: BF16 combine
+    scale_block: int = 128           #: channels per FP8 scale (DeepEP's per-128 fp32 scales; exact pack size open, facts 5.6)
+    num_aiv: int = 64                #: AIVs per rank, one Jetty each (facts 4.1)
+    tokens_per_sqe: int = 6          #: SGE pairs per dispatch SQE (facts 4.2 step 2)
+    combine_task_tokens: int = 8     #: facts 4.3 step 2
+    combine_doorbell_tasks: int = 8  #: facts 4.3 step 4
+    wqebb_bytes: int = 64            #: facts 1.5, S6/S7
+
+
+@dataclass(frozen=True)
+class RecordSizes:
+    hidden_row_bytes: int        #: dispatch payload row (FP8 hidden)
+    scales_bytes: int            #: FP8 scales of one row
+    metadata_bytes: int          #: dispatch metadata record: scales + top-k ids + weights + source index
+    dispatch_wire_bytes: int     #: payload per (token, remote rank): hidden row + metadata record
+    dispatch_logical_bytes: int  #: DeepEP's benchmark bytes per received token: x + scales + ids + weights
+    sqe_bytes: int               #: one dispatch SQE: 4 WQEBBs (48 B header + 12 x 16 B SGEs)
+    combine_row_bytes: int       #: BF16 combine row = DeepEP's combine benchmark bytes per token
+    combine_wire_bytes: int      #: combine row + top-k weights rounded to 32 B
+    combine_wqe_bytes: int       #: one combine WQE: 2 WQEBBs (48 B header + 2 SGEs)
+    expert_row_bytes: int        #: one expert-output row read by the combine reduction (BF16)
+
+
+def _align(n: int, a: int = ALIGN_BYTES) -> int:
+    return -(-n // a) * a
+
+
+def record_sizes(p: DeepEPParams) -> RecordSizes:
+    hidden_row = p.hidden * DTYPE_BITS[p.dispatch_dtype] // 8
+    scales = (p.hidden // p.scale_block) * 4 if DTYPE_BITS[p.dispatch_dtype] <= 8 else 0
+    ids, weights, src_index = p.top_k * 8, p.top_k * 4, 8      # int64 ids, fp32 weights, int64 index
+    metadata = _align(scales + ids + weights + src_index)
+    combine_row = p.hidden * DTYPE_BITS[p.combine_dtype] // 8
+    return RecordSizes(
+        hidden_row_bytes=hidden_row, scales_bytes=scales, metadata_bytes=metadata,
+        dispatch_wire_bytes=hidden_row + metadata,
+        dispatch_logical_bytes=hidden_row + scales + ids + weights,
+        sqe_bytes=4 * p.wqebb_bytes,
+        combine_row_bytes=combine_row,
+        combine_wire_bytes=combine_row + _align(p.top_k * 4),
+        combine_wqe_bytes=2 * p.wqebb_bytes,
+        expert_row_bytes=combine_row)
+
+
+@dataclass(frozen=True)
+class DeepEPPlan:
+    """Counts per (source rank, AIV, destination rank); [r, a, d] arrays are int64."""
+    params: DeepEPParams
+    sizes: RecordSizes
+    aiv_tokens: np.ndarray        #: dispatch: tokens AIV a of rank r sends to rank d (d == r: local copy)
+    aiv_sqes: np.ndarray          #: dispatch: SQEs AIV a of rank r posts for rank d (0 for d == r)
+    combine_tokens: np.ndarray    #: combine: [d, a, r] rows AIV a of owner d returns to rank r
+    combine_tasks: np.ndarray     #: combine: [d, a, r] tasks of <= 8 tokens
+    reduce_tokens: np.ndarray     #: combine: [d, r] tokens from r with >= 2 experts on d (reduced)
+    reduce_rows: np.ndarray       #: combine: [d, r] expert rows those reductions read
+    expert_tokens: np.ndarray     #: [e] (token, expert) entries received by expert e
+
+    @property
+    def pair_tokens(self) -> np.ndarray:
+        """[r, d] tokens rank r dispatches to rank d (diagonal: self-rank copies)."""
+        return self.aiv_tokens.sum(axis=1)
+
+    @property
+    def pair_sqes(self) -> np.ndarray:
+        return self.aiv_sqes.sum(axis=1)
+
+    def recv_tokens(self, include_self: bool = False) -> np.ndarray:
+        """[d] tokens rank d receives in dispatch (= partial rows it sends in combine)."""
+        m = self.pair_tokens
+        return m.sum(axis=0) - (0 if include_self else np.diag(m))
+
+
+def aiv_ranges(num_tokens: int, num_aiv: int) -> np.ndarray:
+    """Start index of each AIV's contiguous token range (``ceil(T/A)`` tokens each)."""
+    per = math.ceil(num_tokens / num_aiv)
+    return np.minimum(np.arange(num_aiv) * per, num_tokens)
+
+
+def token_destinations(topk: np.ndarray, experts_per_rank: int):
+    """Deduplicated (token, destination rank) entries of one rank's [T, k] expert ids, with the
+    number of the token's experts on that rank. Returns (token, rank, k_on) int arrays."""
+    ranks = np.sort(topk // experts_per_rank, axis=1)
+    t, k = ranks.shape
+    first = np.ones((t, k), dtype=bool)
+    first[:, 1:] = ranks[:, 1:] != ranks[:, :-1]
+    tok = np.nonzero(first)[0]
+    dst = ranks[first]
+    # run length of each destination within its (sorted) row
+    pos = np.nonzero(first.reshape(-1))[0]
+    k_on = np.diff(np.append(pos, t * k))
+    return tok, dst, k_on
+
+
+def build_plan(topk_by_rank: list, p: DeepEPParams) -> DeepEPPlan:
+    """Counts of everything dispatch and combine move, from each rank's [T, k] expert ids."""
+    R, A = p.num_ranks, p.num_aiv
+    epr = p.num_experts // R
+    starts = aiv_ranges(p.tokens_per_rank, A)
+    aiv_tokens = np.zeros((R, A, R), dtype=np.int64)
+    reduce_tokens = np.zeros((R, R), dtype=np.int64)
+    reduce_rows = np.zeros((R, R), dtype=np.int64)
+    expert_tokens = np.zeros(p.num_experts, dtype=np.int64)
+    aiv_of = np.repeat(np.arange(A), np.diff(np.append(starts, p.tokens_per_rank)))
+    for r, topk in enumerate(topk_by_rank):
+        tok, dst, k_on = token_destinations(topk, epr)
+        aiv_tokens[r] = np.bincount(aiv_of[tok] * R + dst, minlength=A * R).reshape(A, R)
+        multi = k_on >= 2
+        reduce_tokens[:, r] = np.bincount(dst[multi], minlength=R)
+        reduce_rows[:, r] = np.bincount(dst[multi], weights=k_on[multi], minlength=R).astype(np.int64)
+        expert_tokens += np.bincount(topk.reshape(-1), minlength=p.num_experts)
+    aiv_sqes = -(-aiv_tokens // p.tokens_per_sqe)
+    idx = np.arange(R)
+    aiv_sqes[idx, :, idx] = 0                                  # self-rank tokens are not sent
+    # combine: tokens of source r at owner d, strided over d's AIVs starting at AIV (r mod A)
+    pair = aiv_tokens.sum(axis=1)                              # [r, d]
+    base, extra = pair // A, pair % A                          # [r, d]
+    a = np.arange(A)
+    offset = (a[None, None, :] - (idx[:, None, None] % A)) % A   # [r, 1, A] position after rotation
+    comb = base[:, :, None] + (offset < extra[:, :, None])       # [r, d, A]
+    combine_tokens = np.transpose(comb, (1, 2, 0)).astype(np.int64)   # [d, a, r]
+    combine_tasks = -(-combine_tokens // p.combine_task_tokens)
+    return DeepEPPlan(p, record_sizes(p), aiv_tokens, aiv_sqes, combine_tokens, combine_tasks,
+                      reduce_tokens, reduce_rows, expert_tokens)
+
+
+def receive_slots(topk_by_rank: list, p: DeepEPParams, dst: int) -> np.ndarray:
+    """DeepEP receive-slot assignment at rank ``dst`` (facts 4.2 step 3): slot = prefix over
+    source ranks, then over the source's AIVs, then the token's order in its AIV range.
+    Returns [(source rank, source token, slot)] rows; used to check conservation."""
+    R, A = p.num_ranks, p.num_aiv
+    epr = p.num_experts // R
+    out, base = [], 0
+    for r, topk in enumerate(topk_by_rank):
+        tok, d, _ = token_destinations(topk, epr)
+        toks = tok[d == dst]
+        out.append(np.stack([np.full(toks.shape, r), toks, base + np.arange(toks.size)], axis=1))
+        base += toks.size
+    return np.concatenate(out) if out else np.zeros((0, 3), dtype=np.int64)
