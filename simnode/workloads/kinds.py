@@ -2,3 +2,4 @@
 
 from simnode.workloads import gemm  # noqa: F401
 from simnode.workloads import sparse_mla  # noqa: F401
+from simnode.workloads import topk  # noqa: F401

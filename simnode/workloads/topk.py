@@ -1,0 +1,46 @@
+"""Workload kind ``topk``: per-row top-k selection on the vector cores (DeepSelect, facts S9).
+
+Runs ``rows`` rows of ``n`` fp32 scores on every AIV of one chip with the DeepSelect
+radix-select schedule or the sort-based baseline (``algorithm``). The result names
+the bottleneck pipe and reports rows per second; tflops is 0 (no cube work).
+"""
+
+from __future__ import annotations
+
+from simnode import units
+from simnode.kernels.topk import TopkParams, topk_schedule
+from simnode.report.result import chip_result
+from simnode.workloads.chiprun import run_schedule
+from simnode.workloads.registry import Field, WorkloadKind, register
+
+FIELDS = (
+    Field("rows", "int", doc="score rows (queries, or sampled sequences)", min_value=1),
+    Field("n", "int", doc="scores per row (KV length, or vocabulary size)", min_value=1),
+    Field("k", "int", doc="selected elements per row", min_value=1),
+    Field("algorithm", "str", "deepselect", "radix select or the sort baseline",
+          ("deepselect", "sort")),
+    Field("stages", "int", 4, "UB streaming slots for rows that do not stay resident",
+          min_value=1),
+    Field("num_aivs", "int", 0, "vector cores used (0 = all)", min_value=0),
+)
+
+
+def build(topology, params: dict):
+    p = TopkParams(**params)
+    return p, topk_schedule(topology.chip, p)
+
+
+def run(topology, params: dict, options=None, name: str = "topk"):
+    p, sched = build(topology, params)
+    chip_run = run_schedule(topology, sched, options)
+    details = dict(sched.meta)
+    details.pop("kind", None)
+    span_s = chip_run.makespan_ns / units.NS_PER_S
+    details["rows_per_s"] = p.rows / span_s if span_s else 0.0
+    details["instructions"] = sched.num_instructions()
+    return chip_result(name, "topk", chip_run, topology.chip, 0.0, details)
+
+
+KIND = register(WorkloadKind("topk", FIELDS, run,
+                             "per-row top-k selection on the AIVs (DeepSelect or sort baseline)",
+                             build=build))
