@@ -1,0 +1,92 @@
+"""Sparse MLA schedule generator: structure, FLOPs, buffer plans and user errors (no SimPy)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simnode.errors import ScheduleError
+from simnode.kernels import isa
+from simnode.kernels.schedule import to_records
+from simnode.kernels.sparse_mla import (SparseMlaParams, drain_flags, flops, item_blocks,
+                                        select_tokens, sparse_mla_schedule)
+
+SMALL = dict(n_q=64, kv_len=1024, topk=256)
+
+
+def _sched(chip, **kw):
+    return sparse_mla_schedule(chip, SparseMlaParams(**{**SMALL, **kw}))
+
+
+def test_flops_follow_the_published_formula():
+    p = SparseMlaParams(n_q=4096, topk=640)
+    assert flops(p) == 2.0 * 4096 * 64 * 640 * (512 + 512)
+    d = SparseMlaParams(mode="decode", batch=64, s_q=4, topk_main=128, topk_extra=512)
+    assert flops(d) == 2.0 * 256 * 64 * 640 * 1024
+
+
+@pytest.mark.parametrize("kw", [{}, {"kv_dtype": "fp8"}, {"kv_dtype": "fp4"},
+                                {"heads_per_core": 32}, {"vector_cores_per_cube": 1},
+                                {"vector_cores_per_cube": 1, "b_topk": 128}, {"b_topk": 128},
+                                {"mode": "decode", "batch": 4, "extra_dtype": "fp4"}])
+def test_shipped_variants_pass_the_950dt_buffer_check(chip, kw):
+    _sched(chip, **kw).check(chip)
+
+
+def test_oversized_b_topk_is_rejected_naming_the_buffer(chip):
+    with pytest.raises(ScheduleError, match=r"L0B of aic overflows: demand 131072 B \(K/V tiles x 2 131072 B\) exceeds the capacity 65536 B"):
+        _sched(chip, b_topk=256).check(chip)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"vector_cores_per_cube": 3}, "vector_cores_per_cube = 3: expected 1 or 2"),
+    ({"heads_per_core": 48}, "heads_per_core = 48: expected a multiple of 16 that divides heads = 64"),
+    ({"b_topk": 40}, "b_topk = 40: expected a positive multiple of 16"),
+    ({"topk": 2048}, "kv top-k 2048 over length 1024: expected 0 < top-k <= length"),
+    ({"kv_dtype": "int8"}, "kv dtype 'int8': expected one of bf16, fp8, fp4"),
+    ({"d_qk": 576}, "d_qk = 576, d_v = 512: the MLA latent is shared by K and V"),
+])
+def test_bad_parameters_get_a_clear_message(chip, kw, msg):
+    with pytest.raises(ScheduleError, match=msg.replace("(", r"\(")):
+        _sched(chip, **kw)
+
+
+def test_each_block_gathers_its_tokens_one_row_each_with_a_gm_key_per_token(chip):
+    s = _sched(chip, n_q=32)
+    copies = [i for prog in s.cores for (u, pp), ins in prog.pipes.items() if pp == "mte2" and u != "aic"
+              for i in ins if type(i) is isa.Copy and i.label == "KV gather"]
+    assert len(copies) == 32 * 256
+    assert {c.size_bytes for c in copies} == {1024}
+    assert len({c.gm_key for c in copies}) <= 1024
+
+
+def test_gather2_keeps_32_tokens_within_the_16_entry_queue(chip):
+    def stalls(g2):
+        s = _sched(chip, n_q=32, gather2=g2)
+        prog = s.cores[0]
+        return sum(1 for i in prog.pipes[("aiv0", "mte2")]
+                   if type(i) is isa.SetFlag and i.dst == "v" and i.event == 2)
+    assert stalls(True) == 0
+    assert stalls(False) == len(item_blocks(SparseMlaParams(**SMALL), 0, 0,
+                                            select_tokens(SparseMlaParams(**SMALL))))
+
+
+def test_skip_scale_off_drains_every_later_block_and_on_drains_the_share(chip):
+    p = SparseMlaParams(**SMALL)
+    blocks = [b for q in range(8) for b in item_blocks(p, q, q, select_tokens(p))]
+    off = drain_flags(SparseMlaParams(**SMALL, skip_scale_threshold=0), blocks)
+    assert off == [i > 0 for i in range(len(blocks))]
+    on = drain_flags(SparseMlaParams(**SMALL, rescale_share=0.25), blocks)
+    firsts = sum(b.first for b in blocks) - 1
+    assert sum(on) - firsts == (len(blocks) - firsts - 1) // 4
+
+
+def test_heads_below_the_saturating_m_put_tokens_on_the_mmad_m(chip):
+    s = _sched(chip, n_q=8, heads_per_core=32)
+    mm = [i for i in s.cores[0].pipes[("aic", "m")] if type(i) is isa.Mmad]
+    assert all(i.m >= chip.cube.saturating_m_rows for i in mm)
+    assert s.meta["orientation"] == "tokens-as-M"
+
+
+def test_generation_is_deterministic(chip):
+    assert to_records(_sched(chip, n_q=8)) == to_records(_sched(chip, n_q=8))
+    assert to_records(_sched(chip, n_q=8, seed=1)) != to_records(_sched(chip, n_q=8))

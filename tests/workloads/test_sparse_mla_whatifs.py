@@ -1,0 +1,95 @@
+"""The FlashMLA design reasoning (facts 3.4, S1) as what-ifs on the sparse_mla kind.
+
+Small shapes (128 queries: 4 items per core) keep each run near a second; the full
+published shapes are in benchmarks/bench_sparse_mla.py and the report.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simnode.config.topology import load_topology_raw, topology_from_mapping
+from simnode.workloads.sparse_mla import run
+
+BASE = dict(mode="prefill", n_q=128, kv_len=8192, topk=640, kv_dtype="bf16", batch=64, s_q=4,
+            topk_main=128, topk_extra=512, main_len=256, extra_len=2048, main_dtype="fp8",
+            extra_dtype="fp8", heads=64, d_qk=512, d_v=512, heads_per_core=64, b_topk=64,
+            vector_cores_per_cube=2, gather2=True, skip_scale_threshold=6.0,
+            rescale_share=0.05, sinks=True, seed=0, num_cores=0)
+
+
+@pytest.fixture(scope="module")
+def topo(topology_path):
+    return topology_from_mapping(load_topology_raw(topology_path), str(topology_path))
+
+
+@pytest.fixture(scope="module")
+def go(topo):
+    cache = {}
+
+    def r(**kw):
+        key = tuple(sorted(kw.items()))
+        if key not in cache:
+            cache[key] = run(topo, {**BASE, **kw})
+        return cache[key]
+    return r
+
+
+def test_a_32_heads_per_core_is_l2_bound_64_is_cube_bound(go):
+    assert go().bottleneck == "cube (aic.m)"
+    half = go(heads_per_core=32)
+    assert half.bottleneck == "L2 bandwidth"
+    assert half.l2_util_frac > 0.9
+    assert half.tflops < go().tflops
+
+
+def test_b_one_vector_core_per_cube_is_clearly_slower(go):
+    one, two = go(vector_cores_per_cube=1), go()
+    assert one.tflops < 0.6 * two.tflops
+    assert one.bottleneck in ("vector (aiv.v)", "AIV MTE2 (GM->UB)")
+    # the reason: the one AIV carries both AIVs' vector work (ND2NZ of 64 tokens, softmax
+    # of 64 rows) and gathers 64 tokens = 32 descriptors, twice the 16-entry MTE2 queue
+    v_one = one.pipe_busy_frac["aiv.v"] * one.makespan_ns
+    v_two = two.pipe_busy_frac["aiv.v"] * two.makespan_ns
+    assert v_one > 1.9 * v_two
+
+
+def test_b_fp8_dequant_on_one_vector_core_outruns_the_cube(go):
+    r = go(vector_cores_per_cube=1, kv_dtype="fp8")
+    assert r.pipe_busy_frac["aiv.v"] > r.pipe_busy_frac["aic.m"]
+
+
+@pytest.mark.parametrize("b_topk, fix_over_cube", [(64, True), (128, False)])
+def test_c_1c1v_fixpipe_outweighs_the_cube_below_b_topk_73(go, b_topk, fix_over_cube):
+    # S1: 16 B_TOPK > 1024 + 2 B_TOPK with an O rescale every block (skip-scale off)
+    r = go(vector_cores_per_cube=1, skip_scale_threshold=0.0, b_topk=b_topk)
+    ratio = r.pipe_busy_frac["aic.fix"] / r.pipe_busy_frac["aic.m"]
+    assert (ratio > 1.0) is fix_over_cube
+    assert ratio == pytest.approx((1024 + 2 * b_topk) / (16 * b_topk), rel=0.02)
+
+
+def test_d_gather2_off_is_slower(go):
+    assert go(gather2=False).makespan_ns > go().makespan_ns
+
+
+def test_decode_tflops_rises_with_batch(go):
+    small = go(mode="decode", batch=8)
+    big = go(mode="decode", batch=32)
+    assert big.tflops > small.tflops
+
+
+@pytest.mark.parametrize("batch", [8, 16])
+def test_decode_fp4_extra_cache_is_not_slower_than_fp8(go, batch):
+    # At batch 64..512 FP4 comes out 0.1-0.2% slower: decode is not memory-bound, and FP4
+    # adds the 64 B/cycle FP4 decode (facts 1.2, S3) to the FP8 dequant on the vector
+    # unit, which then binds; the smaller FP4 rows save L2/HBM bytes that were not binding.
+    fp4 = go(mode="decode", batch=batch, extra_dtype="fp4")
+    fp8 = go(mode="decode", batch=batch, extra_dtype="fp8")
+    assert fp4.makespan_ns <= fp8.makespan_ns
+
+
+def test_cli_rejects_an_oversized_b_topk_naming_the_buffer(cli, topology_path, repo_root):
+    res = cli("run", topology_path, repo_root / "workloads" / "sparse-mla-prefill.yaml",
+              "--set", "b_topk=256", "--set", "n_q=8")
+    assert res.code == 2
+    assert "L0B of aic overflows" in res.err and "K/V tiles" in res.err
