@@ -26,7 +26,6 @@ Modeling assumptions a reader could doubt:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,7 +221,3 @@ def sparse_mla_roofline(chip: ChipSpec, p: SparseMlaParams) -> dict:
     hbm_ns = hbm / chip.memory.hbm_bandwidth_GBps
     return {"compute_ns": compute_ns, "l2_ns": l2_ns, "hbm_ns": hbm_ns,
             "gathered_bytes": gathered, "bound_ns": max(compute_ns, l2_ns, hbm_ns)}
-
-
-def steps_per_item(p: SparseMlaParams) -> int:
-    return sum(math.ceil(k / p.b_topk) for _, k, _, _ in _caches(p))
