@@ -1,0 +1,170 @@
+"""Supernode network specification: the frozen record every network model reads.
+
+``SupernodeSpec`` describes the Clos network that joins the ranks (chips) of a
+supernode: port counts and rates, leaf/spine switch radix, oversubscription,
+latencies, routing policy, and the per-message costs of the URMA engines.
+``supernode_from_mapping(data, source)`` builds it from the ``supernode:`` section of
+a topology file (see ``simnode.config.topology``); ``check_shape(spec)`` rejects
+shapes that cannot be built (it is also run by ``simnode.network.clos.build_clos``).
+
+Shape of the two-tier Clos (one plane; a rank's ports are bundled into one link):
+each leaf switch has ``ranks_per_leaf`` ranks, each using ``ports_per_rank`` down
+ports, and ``ceil(down ports / oversubscription)`` up ports spread evenly over the
+spines; the uplink capacity is exactly ``down capacity / oversubscription``. Ranks
+fill leaves in order: rank r sits on leaf ``r // ranks_per_leaf``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from simnode.config.fields import Reader
+from simnode.errors import ConfigError
+
+ROUTING_POLICIES = ("ecmp", "spray")
+MAX_RANKS = 8192        # facts 1.5, S10: the Atlas 950 SuperPoD has 8192 NPUs
+
+
+@dataclass(frozen=True)
+class SupernodeSpec:
+    """A supernode's Clos network and per-message costs; see the module docstring."""
+    num_ranks: int                    #: chips (EP ranks) in the supernode
+    ports_per_rank: int               #: network ports of one rank, all into its leaf switch
+    port_bandwidth_GBps: float        #: wire rate of one port, per direction (headers included)
+    leaf_radix: int                   #: ports of a leaf switch, down + up
+    spine_radix: int                  #: ports of a spine switch
+    num_spines: int                   #: spine switches (0 only if one leaf holds every rank)
+    oversubscription: float           #: leaf down:up capacity ratio; 1.0 = non-blocking
+    routing: str                      #: "ecmp" (one spine per flow, by hash) or "spray" (all spines)
+    hop_latency_ns: float             #: forwarding latency of one switch
+    link_latency_ns: float            #: propagation latency of one link (cable)
+    mtu_bytes: int                    #: payload bytes per packet
+    header_bytes_per_packet: int      #: wire overhead per packet
+    wqe_processing_ns: float          #: sender URMA engine time per WQE (descriptor), serial per rank
+    doorbell_ns: float                #: doorbell write to the engine starting on the first WQE
+    wqebb_bytes: int                  #: size of one WQE basic block in the send queue
+    source: str = field(default="", compare=False)   #: file it was read from
+
+    # -- derived shape ---------------------------------------------------------------------
+    @property
+    def rank_bandwidth_GBps(self) -> float:
+        """Wire rate of one rank into (or out of) the network, per direction."""
+        return self.ports_per_rank * self.port_bandwidth_GBps
+
+    @property
+    def ranks_per_leaf(self) -> int:
+        """Most ranks r with r*ports_per_rank down ports plus their uplink ports <= leaf_radix."""
+        p, o = self.ports_per_rank, self.oversubscription
+        r = self.leaf_radix // p
+        while r > 0 and r * p + _up_ports(r * p, o) > self.leaf_radix:
+            r -= 1
+        return r
+
+    @property
+    def num_leaves(self) -> int:
+        rpl = self.ranks_per_leaf
+        return -(-self.num_ranks // rpl) if rpl else 0
+
+    @property
+    def leaf_up_ports(self) -> int:
+        """Up ports of one (full) leaf switch."""
+        return _up_ports(self.ranks_per_leaf * self.ports_per_rank, self.oversubscription)
+
+    @property
+    def leaf_uplink_GBps(self) -> float:
+        """Total uplink capacity of one leaf, per direction: down capacity / oversubscription."""
+        return self.ranks_per_leaf * self.rank_bandwidth_GBps / self.oversubscription
+
+    @property
+    def leaf_spine_link_GBps(self) -> float:
+        """Capacity of the (bundled) link between one leaf and one spine, per direction."""
+        return self.leaf_uplink_GBps / self.num_spines if self.num_spines else 0.0
+
+    def leaf_of(self, rank: int) -> int:
+        return rank // self.ranks_per_leaf
+
+    # -- per-message wire accounting --------------------------------------------------------
+    def packets(self, size_bytes: float) -> int:
+        """Packets of a message: at least one (a zero-byte message still carries a header)."""
+        return max(1, math.ceil(size_bytes / self.mtu_bytes))
+
+    def wire_bytes(self, size_bytes: float) -> float:
+        """Bytes on the wire for a message of ``size_bytes`` payload."""
+        return size_bytes + self.packets(size_bytes) * self.header_bytes_per_packet
+
+    @property
+    def payload_efficiency(self) -> float:
+        """Payload share of a full packet: the large-message limit of payload / wire bytes."""
+        return self.mtu_bytes / (self.mtu_bytes + self.header_bytes_per_packet)
+
+
+def _up_ports(down_ports: int, oversubscription: float) -> int:
+    return math.ceil(down_ports / oversubscription - 1e-9)
+
+
+def check_shape(spec: SupernodeSpec) -> None:
+    """Raise ConfigError (naming file, key path, value) if the Clos cannot be built."""
+    src, path = spec.source or "<SupernodeSpec>", "supernode"
+
+    def err(key, value, expected):
+        return ConfigError(src, f"{path}.{key}", value, expected)
+
+    if spec.port_bandwidth_GBps <= 0:
+        raise err("port_bandwidth_GBps", spec.port_bandwidth_GBps, "a number greater than 0")
+    if spec.oversubscription < 1.0:
+        raise err("oversubscription", spec.oversubscription,
+                  "a down:up ratio >= 1.0 (1.0 = non-blocking)")
+    if spec.routing not in ROUTING_POLICIES:
+        raise err("routing", spec.routing, "one of " + ", ".join(map(repr, ROUTING_POLICIES)))
+    p = spec.ports_per_rank
+    if spec.ranks_per_leaf == 0:
+        need = p + _up_ports(p, spec.oversubscription)
+        raise err("leaf_radix", spec.leaf_radix,
+                  f"at least {need} ports (one rank's {p} ports plus its uplink ports at "
+                  f"oversubscription {spec.oversubscription})")
+    if spec.num_leaves == 1:
+        return                                   # one leaf switch holds every rank
+    up = spec.leaf_up_ports
+    if spec.num_spines < 1:
+        raise err("num_spines", spec.num_spines,
+                  f"at least 1: {spec.num_ranks} ranks need {spec.num_leaves} leaf switches "
+                  f"({spec.ranks_per_leaf} ranks each), which are disconnected without spines")
+    if spec.num_spines > up:
+        raise err("num_spines", spec.num_spines,
+                  f"at most {up}, the up ports of a leaf switch (every spine needs a port "
+                  f"from every leaf)")
+    per_spine = spec.num_leaves * math.ceil(up / spec.num_spines)
+    if per_spine > spec.spine_radix:
+        max_leaves = spec.spine_radix // math.ceil(up / spec.num_spines)
+        raise err("num_ranks", spec.num_ranks,
+                  f"at most {max_leaves * spec.ranks_per_leaf} ranks for a two-tier Clos: "
+                  f"{spec.num_leaves} leaf switches need {per_spine} ports on each spine, "
+                  f"but spine_radix is {spec.spine_radix}")
+
+
+def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
+    """Validate the ``supernode:`` section of a topology file into a ``SupernodeSpec``."""
+    r = Reader(data, source, "supernode")
+    leaf_radix = r.integer("leaf_radix", min_value=2)
+    spec = SupernodeSpec(
+        num_ranks=r.integer("num_ranks", min_value=2, max_value=MAX_RANKS),
+        ports_per_rank=r.integer("ports_per_rank", min_value=1),
+        port_bandwidth_GBps=r.number("port_bandwidth_GBps", positive=True),
+        leaf_radix=leaf_radix,
+        spine_radix=r.integer("spine_radix", min_value=1, default=leaf_radix),
+        num_spines=r.integer("num_spines", min_value=0),
+        oversubscription=r.number("oversubscription", min_value=1.0),
+        routing=r.string("routing", choices=ROUTING_POLICIES),
+        hop_latency_ns=r.number("hop_latency_ns", min_value=0),
+        link_latency_ns=r.number("link_latency_ns", min_value=0),
+        mtu_bytes=r.integer("mtu_bytes", min_value=1),
+        header_bytes_per_packet=r.integer("header_bytes_per_packet", min_value=0),
+        wqe_processing_ns=r.number("wqe_processing_ns", min_value=0),
+        doorbell_ns=r.number("doorbell_ns", min_value=0),
+        wqebb_bytes=r.integer("wqebb_bytes", min_value=1),
+        source=source,
+    )
+    r.finish()
+    check_shape(spec)
+    return spec
