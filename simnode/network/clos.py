@@ -10,7 +10,8 @@ spine tier.
 Link ids, in this order: for each rank r, ``rank r -> leaf`` (2r) and ``leaf -> rank r``
 (2r+1); then for each leaf l and spine s, ``leaf l -> spine s`` and ``spine s -> leaf l``.
 
-``link_table(graph)`` gives names, capacities and latencies indexed by link id;
+``link_table(graph)`` gives names, capacities and latencies indexed by link id
+(``renumber_links`` closes the gaps left by removed links);
 ``candidate_paths(graph, src, dst)`` lists the shortest paths between two ranks as
 tuples of link ids (same leaf: rank->leaf->rank; else one path per spine), read from
 the graph, so a graph with a link removed routes around it; ``ecmp_choice`` is the
@@ -94,7 +95,8 @@ def link_table(graph: nx.DiGraph) -> LinkTable:
     edges = sorted(graph.edges(data=True), key=lambda e: e[2]["link_id"])
     ids = [d["link_id"] for _, _, d in edges]
     if ids != list(range(len(ids))):
-        raise ValueError("link ids of the graph are not 0..n-1 without gaps")
+        raise ValueError("link ids of the graph are not 0..n-1 without gaps "
+                         "(after removing links, call renumber_links(graph))")
     for u, v, d in edges:
         if not d["capacity_GBps"] > 0:
             raise ValueError(f"link {u}->{v} has capacity {d['capacity_GBps']!r} GB/s; expected > 0")
@@ -105,6 +107,15 @@ def link_table(graph: nx.DiGraph) -> LinkTable:
         capacity_GBps=np.array([d["capacity_GBps"] for _, _, d in edges], dtype=float),
         latency_ns=np.array([d["latency_ns"] for _, _, d in edges], dtype=float),
     )
+
+
+def renumber_links(graph: nx.DiGraph) -> nx.DiGraph:
+    """Make link ids contiguous again (keeping their order), e.g. after removing links;
+    changes ``graph`` in place and returns it."""
+    edges = sorted(graph.edges(data=True), key=lambda e: e[2]["link_id"])
+    for new, (_, _, d) in enumerate(edges):
+        d["link_id"] = new
+    return graph
 
 
 def _spines_between(graph: nx.DiGraph, leaf_a: str, leaf_b: str) -> list[str]:

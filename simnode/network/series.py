@@ -1,0 +1,89 @@
+"""Per-resource byte counts in fixed time bins, with bounded memory.
+
+``BinnedSeries(num_series, max_bins, bin_ns)`` accumulates the bytes each resource
+moves into time bins of ``bin_ns``. When time runs past ``max_bins`` bins, adjacent
+bins are merged pairwise and ``bin_ns`` doubles, so memory stays at
+``max_bins x num_series`` floats however long the run. ``utilization()`` turns the
+bins into busy fractions given the capacities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class BinnedSeries:
+    """Bytes per (time bin, series); see the module docstring."""
+
+    def __init__(self, num_series: int, max_bins: int = 256, bin_ns: float = 1000.0):
+        if max_bins < 2 or max_bins % 2:
+            raise ValueError(f"max_bins must be an even number >= 2, not {max_bins}")
+        if not bin_ns > 0:
+            raise ValueError(f"bin_ns must be > 0, not {bin_ns}")
+        self.max_bins = max_bins
+        self.bin_ns = float(bin_ns)
+        self.bytes = np.zeros((max_bins, num_series))
+        self.end_ns = 0.0                       #: latest time accounted for
+
+    def grow(self, num_series: int) -> None:
+        """Make room for more series (new resources), keeping the recorded ones."""
+        extra = num_series - self.bytes.shape[1]
+        if extra > 0:
+            self.bytes = np.hstack([self.bytes, np.zeros((self.max_bins, extra))])
+
+    def _fit(self, t_ns: float) -> None:
+        while t_ns >= self.max_bins * self.bin_ns:
+            half = self.max_bins // 2
+            self.bytes[:half] = self.bytes[0::2] + self.bytes[1::2]
+            self.bytes[half:] = 0.0
+            self.bin_ns *= 2
+
+    def add_rates(self, t0_ns: float, t1_ns: float, rate_GBps: np.ndarray) -> None:
+        """Spread ``rate x (t1 - t0)`` bytes over the bins that [t0, t1) covers."""
+        if t1_ns <= t0_ns:
+            return
+        self._fit(t1_ns)
+        self.end_ns = max(self.end_ns, t1_ns)
+        n = rate_GBps.shape[0]
+        t = t0_ns
+        while t < t1_ns:
+            b = min(int(t // self.bin_ns), self.max_bins - 1)
+            edge = min((b + 1) * self.bin_ns, t1_ns)
+            self.bytes[b, :n] += rate_GBps * (edge - t)
+            t = edge
+
+    def add_span(self, t0_ns: float, t1_ns: float, index: np.ndarray, size_bytes: np.ndarray) -> None:
+        """Add ``size_bytes`` to series ``index``, spread evenly over [t0, t1) (a point if equal)."""
+        self._fit(t1_ns)
+        self.end_ns = max(self.end_ns, t1_ns)
+        if t1_ns <= t0_ns:
+            b = min(int(t1_ns // self.bin_ns), self.max_bins - 1)
+            np.add.at(self.bytes[b], index, size_bytes)
+            return
+        t = t0_ns
+        while t < t1_ns:
+            b = min(int(t // self.bin_ns), self.max_bins - 1)
+            edge = min((b + 1) * self.bin_ns, t1_ns)
+            np.add.at(self.bytes[b], index, size_bytes * ((edge - t) / (t1_ns - t0_ns)))
+            t = edge
+
+    def add_points(self, t_ns: np.ndarray, index: np.ndarray, size_bytes: np.ndarray) -> None:
+        """Add ``size_bytes[i]`` to series ``index[i]`` in the bin holding ``t_ns[i]``."""
+        if t_ns.size == 0:
+            return
+        self._fit(float(t_ns.max()))
+        self.end_ns = max(self.end_ns, float(t_ns.max()))
+        b = np.minimum((t_ns // self.bin_ns).astype(np.int64), self.max_bins - 1)
+        np.add.at(self.bytes, (b, index), size_bytes)
+
+    def edges_ns(self) -> np.ndarray:
+        """Bin edges up to the last bin with data (at least one bin)."""
+        used = max(1, int(np.ceil(self.end_ns / self.bin_ns)))
+        return np.arange(used + 1) * self.bin_ns
+
+    def utilization(self, capacity_GBps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(bin edges in ns, busy fraction per (bin, series)) = bytes / (capacity x bin)."""
+        edges = self.edges_ns()
+        used = edges.shape[0] - 1
+        cap = np.asarray(capacity_GBps, dtype=float)
+        return edges, self.bytes[:used, :cap.shape[0]] / (cap * self.bin_ns)

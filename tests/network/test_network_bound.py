@@ -1,0 +1,68 @@
+"""Analytical bound: the busiest port under each routing policy."""
+
+import numpy as np
+import pytest
+
+from simnode.network.bound import analytical_bound_ns, busiest_port, port_loads
+from simnode.network.clos import ecmp_choice
+from simnode.network.spec import SupernodeSpec
+
+
+def spec(**kw) -> SupernodeSpec:
+    base = dict(num_ranks=8, ports_per_rank=1, port_bandwidth_GBps=100.0, leaf_radix=4,
+                spine_radix=8, num_spines=2, oversubscription=1.0, routing="spray",
+                hop_latency_ns=0.0, link_latency_ns=0.0, mtu_bytes=1000,
+                header_bytes_per_packet=0, wqe_processing_ns=0.0, doorbell_ns=0.0,
+                wqebb_bytes=64)
+    base.update(kw)
+    return SupernodeSpec(**base)
+
+
+def test_uniform_traffic_is_bound_by_rank_ports():
+    t = np.full((8, 8), 1000.0)
+    assert analytical_bound_ns(t, spec()) == pytest.approx(7 * 1000 / 100)
+
+
+def test_diagonal_is_local_and_ignored():
+    t = np.eye(8) * 1e9
+    assert analytical_bound_ns(t, spec()) == 0.0
+
+
+def test_hot_destination_is_bound_by_its_ingress():
+    t = np.zeros((8, 8))
+    t[:, 5] = 1000.0
+    port = busiest_port(t, spec())
+    assert port.name == "leaf2->rank5" and port.time_ns == pytest.approx(7 * 10.0)
+
+
+def test_oversubscribed_leaf_is_bound_by_its_uplinks():
+    s = spec(oversubscription=2.0, leaf_radix=3, num_spines=1, num_ranks=4)  # 2 ranks/leaf, 1 up
+    t = np.zeros((4, 4))
+    t[0, 2] = t[1, 3] = 1000.0
+    port = busiest_port(t, s)
+    assert port.name == "leaf0->spines" and port.capacity_GBps == pytest.approx(100.0)
+    assert port.time_ns == pytest.approx(20.0)
+
+
+def test_ecmp_puts_each_pair_on_its_hashed_spine():
+    s = spec(routing="ecmp")
+    t = np.zeros((8, 8))
+    t[0, 2] = 1000.0
+    loads = {p.name: p.size_bytes for p in port_loads(t, s)}
+    sp = ecmp_choice(0, 2, 0, 2)
+    assert loads[f"leaf0->spine{sp}"] == 1000.0 and loads[f"leaf0->spine{1 - sp}"] == 0.0
+    spread = {p.name: p.size_bytes for p in port_loads(t, s, flow_keys=tuple(range(64)))}
+    assert spread["leaf0->spine0"] + spread["leaf0->spine1"] == pytest.approx(1000.0)
+
+
+def test_headers_are_counted_when_asked():
+    t = np.zeros((8, 8))
+    t[0, 1] = 2500.0
+    s = spec(header_bytes_per_packet=100)
+    assert analytical_bound_ns(t, s) == pytest.approx(25.0)
+    assert analytical_bound_ns(t, s, with_headers=True) == pytest.approx(28.0)
+
+
+def test_wrong_shape():
+    with pytest.raises(ValueError, match=r"expected \(8, 8\)"):
+        analytical_bound_ns(np.zeros((4, 4)), spec())
