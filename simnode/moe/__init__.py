@@ -1,0 +1,1 @@
+"""MoE communication: routing (``simnode.moe.routing``) and DeepEP-style dispatch/combine."""
