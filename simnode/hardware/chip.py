@@ -16,7 +16,10 @@ Timing rules (facts 3.6):
   completion (16 per AIV, facts 1.4, S1), so small requests are latency-bound.
 - mmad: occupies the cube for ceil(max(m, saturating)/16) * ceil(n/16) * ceil(k/k0)
   cycles and completes ``mmad_latency_cycles`` later (pipelined, facts 1.2, S8).
-- vector op: max(ops / op-class rate, UB bytes / UB bandwidth) cycles.
+- vector op: max(ops / op-class rate, UB bytes / UB bandwidth) cycles (FP4 decode: bytes
+  / fp4_decode_B_per_cycle).
+- a multi-region copy (``Copy.regions``) is one request: each region hits or misses in
+  L2 on its own, and its hit and miss bytes stream concurrently within the path rate.
 - set_flag / cross-core set: fires when every earlier instruction of the pipe has
   completed (facts 3.2); the pipe keeps issuing meanwhile, as a pipe's initiation
   interval and its latency are separate (facts 3.6, S8: latency and II per pipe).
@@ -131,6 +134,7 @@ class ChipSim:
 
     def run(self, schedule: KernelSchedule) -> ChipRun:
         """Run ``schedule`` alone to completion; raise DeadlockError if it cannot finish."""
+        self._flags.clear()         # sets left unconsumed by an earlier run do not leak into this one
         done, run = self.launch(schedule)
         self.env.run()
         if not done.triggered:
@@ -158,6 +162,25 @@ class ChipSim:
             return f"cross-core flag {key[4]} ({key[2]} -> {key[3]})"
         return f"flag {key[2]}->{key[3]} event {key[4]}"
 
+    def _gm_start(self, ins, path: _Path, size: float):
+        """Start the streaming of a GM copy; returns the event of its last byte."""
+        regions = ins.regions if type(ins) is isa.Copy else ()
+        if not regions:
+            return self.share.start(size, self._gm_resources(ins, path), path.bw)
+        # one descriptor over several regions: hit bytes stream from L2, miss bytes from HBM,
+        # both inside the descriptor's path rate (split by their byte shares)
+        part = size / len(regions)
+        allocate = ins.l2_hint == "normal"
+        hits = sum(self.l2.read(key, part, allocate) for key in regions)
+        misses = len(regions) - hits
+        events = []
+        if hits:
+            events.append(self.share.start(part * hits, (self.r_l2,), path.bw * hits / len(regions)))
+        if misses:
+            events.append(self.share.start(part * misses, (self.r_l2, self.r_hbm),
+                                           path.bw * misses / len(regions)))
+        return events[0] if len(events) == 1 else self.env.all_of(events)
+
     def _gm_resources(self, ins, path: _Path) -> tuple:
         """Decide L2 hit/miss for a GM copy and return the resources it streams through."""
         allocate = ins.l2_hint == "normal"
@@ -181,6 +204,7 @@ class ChipSim:
         mmad_lat = chip.cube.mmad_latency_cycles * cyc
         vops = chip.vector.ops_per_cycle
         ub_bw = chip.vector.ub_bandwidth_B_per_cycle
+        fp4_rate = chip.vector.fp4_decode_B_per_cycle
         paths = self._paths
         limit = (chip.sync.mte2_outstanding_per_aic if unit == "aic"
                  else chip.sync.mte2_outstanding_per_aiv) if pipe == "mte2" else 1 << 30
@@ -242,7 +266,7 @@ class ChipSim:
                     if t > env.now:
                         yield env.timeout(t - env.now)
                     start = t
-                    yield share.start(size, self._gm_resources(ins, p), p.bw)
+                    yield self._gm_start(ins, p, size)
                     end = env.now
                     occ = max(end - start, p.ii)
                     stall += (end - start) - stream
@@ -261,7 +285,8 @@ class ChipSim:
                 if comp > done:
                     done = comp
             elif typ is isa.VecOp:
-                dur = max(ins.ops / vops[ins.op_class], ins.ub_bytes / ub_bw) * cyc
+                rate = fp4_rate if ins.op_class == "fp4_decode" else vops[ins.op_class]
+                dur = max(ins.ops / rate, ins.ub_bytes / ub_bw) * cyc
                 if tid is not None:
                     tracer.span(pid, tid, ins.label or "vec", t, dur, {"ops": ins.ops})
                 t += dur

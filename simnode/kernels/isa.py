@@ -9,7 +9,8 @@ executed in order by the engine. Units are ``aic``, ``aiv0``, ``aiv1``; pipes ar
   reads ``gm_key`` names the region for the L2 model and ``l2_hint`` its policy.
 - ``Mmad``: cube multiply-accumulate m x n x k of ``dtype`` inputs into L0C.
 - ``Fixpipe``: L0C -> UB / both UBs / GM of an m x n tile converted to ``out_dtype``.
-- ``VecOp``: vector work: ``ops`` fp32 element-ops of ``op_class`` touching ``ub_bytes``.
+- ``VecOp``: vector work: ``ops`` fp32 element-ops of ``op_class`` touching ``ub_bytes``
+  (class ``fp4_decode``: ``ops`` FP4 bytes through the decoder).
 - ``Scalar``: scalar work, in cycles. ``Delay``: a fixed cost in ns (kernel launch).
 - ``SetFlag`` / ``WaitFlag``: intra-unit pipe-to-pipe events (8 ids per pipe pair).
 - ``CrossSet`` / ``CrossWait``: AIC <-> AIV flags (16 ids per AIV).
@@ -55,6 +56,9 @@ class Copy:
     gm_key: Hashable = None    #: identity of the GM region (L2 hit/miss); None = not cached
     l2_hint: str = "normal"    #: "normal" allocates in L2; "notalloc" bypasses it
     label: str = ""
+    #: a multi-region descriptor (e.g. FlashMLA's gather2, burst_count=2, facts 3.4): the bytes
+    #: split equally over these GM regions, each hit or missed in L2 on its own; one request slot
+    regions: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +88,8 @@ class Fixpipe:
 @dataclass(frozen=True, slots=True)
 class VecOp:
     ops: float                 #: fp32 element-operations
-    op_class: str = "simple"   #: "simple", "div" or "special" (facts 1.2)
+    op_class: str = "simple"   #: "simple", "div", "special" (facts 1.2), or "fp4_decode":
+                               #: then ``ops`` counts FP4 bytes decoded at fp4_decode_B_per_cycle
     ub_bytes: int = 0          #: bytes read + written between UB and the vector registers
     label: str = ""
 

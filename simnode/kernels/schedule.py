@@ -110,6 +110,10 @@ class KernelSchedule:
                                     f"not {unit}.{pipe}.")
             if t is isa.Copy and ins.size_bytes <= 0:
                 raise ScheduleError(f"{where}: copy of {ins.size_bytes} B; expected > 0.")
+        elif t is isa.VecOp:
+            if ins.op_class != "fp4_decode" and ins.op_class not in chip.vector.ops_per_cycle:
+                raise ScheduleError(f"{where}: vector op class '{ins.op_class}' unknown (classes: "
+                                    f"{', '.join(chip.vector.ops_per_cycle)}, fp4_decode).")
         elif t is isa.Mmad:
             if pipe != "m":
                 raise ScheduleError(f"{where}: mmad runs on aic.m only.")
@@ -158,10 +162,16 @@ def _from_record(rec: dict):
     if cls is None:
         raise ScheduleError(f"unknown instruction record {rec!r}; "
                             f"expected op one of {', '.join(_BY_NAME)}.")
-    key = rec.get("gm_key")
-    if isinstance(key, list):
-        rec["gm_key"] = tuple(tuple(k) if isinstance(k, list) else k for k in key)
+    if isinstance(rec.get("gm_key"), list):
+        rec["gm_key"] = _tuplify(rec["gm_key"])
+    if isinstance(rec.get("regions"), list):
+        rec["regions"] = _tuplify(rec["regions"])
     return cls(**rec)
+
+
+def _tuplify(value):
+    """JSON turns tuples into lists; region keys are tuples again on the way back."""
+    return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
 
 
 def from_records(data: dict) -> KernelSchedule:

@@ -26,7 +26,8 @@ def test_shipped_chip_loads_with_its_numbers(chip, topology_path):
     assert chip.cube.fractal_k("bf16") == 16 and chip.cube.fractal_k("fp4") == 64
     assert set(chip.paths) == set(PATH_NAMES)
     assert chip.path("gm_to_l1").min_issue_interval_cycles == 64
-    assert chip.path("gm_to_ub").min_issue_interval_cycles == 0     # default when absent
+    assert chip.path("gm_to_ub").min_issue_interval_cycles == 10    # descriptor-limited below 512 B
+    assert chip.path("ub_to_l1").min_issue_interval_cycles == 0     # default when absent
     assert chip.buffers.capacity_bytes("l1") == 512 * 1024
     assert chip.memory.l2_capacity_bytes == 128 * 1024 * 1024
     assert chip.sync.mte2_outstanding_per_aiv == 16

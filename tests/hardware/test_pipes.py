@@ -150,15 +150,30 @@ def _small_copies(count: int, size: int = 64):
     return {("aiv0", "mte2"): [isa.Copy("gm_to_ub", size, ("x", i)) for i in range(count)]}
 
 
-def test_sixteen_small_copies_overlap(chip):
+@pytest.fixture
+def chip_no_ii(chip_mapping):
+    """The 950DT with GM->UB descriptors unthrottled, to isolate the outstanding limit."""
+    chip_mapping["chip"]["paths"]["gm_to_ub"]["min_issue_interval_cycles"] = 0
+    return chip_from_mapping(chip_mapping["chip"], "test")
+
+
+def test_small_copies_are_descriptor_limited(chip):
+    """facts 1.4, S8: GM->UB is descriptor-limited below 512 B: one issue per 10 cycles."""
+    stream, base, ii = 64 / (50 * GHZ), ns(90), ns(10)
+    r = run(chip, _small_copies(17))
+    assert r.makespan_ns == pytest.approx(16 * ii + stream + base, abs=1e-6)
+
+
+def test_sixteen_small_copies_overlap(chip_no_ii):
     stream, base = 64 / (50 * GHZ), ns(90)
-    r = run(chip, _small_copies(16))
+    r = run(chip_no_ii, _small_copies(16))
     assert r.makespan_ns == pytest.approx(16 * stream + base, abs=1e-6)
 
 
-def test_seventeenth_small_copy_waits_for_the_first(chip, tmp_path):
+def test_seventeenth_small_copy_waits_for_the_first(chip_no_ii, tmp_path):
     """16 outstanding MTE2 requests per AIV (facts 1.4, S1): the 17th issues when the
     first completes, so the run takes two full copy round trips."""
+    chip = chip_no_ii
     stream, base = 64 / (50 * GHZ), ns(90)
     path = tmp_path / "t.json"
     tracer = Tracer(path)
