@@ -89,3 +89,23 @@ def test_reference_is_max_min_fair(inst):
         assert any(load[l] == capacity[l] and all(
             rates[g] <= rates[f] for g, other in enumerate(links) if l in other)
             for l in row if l >= 0)
+
+
+@pytest.mark.parametrize("candidates", [1, 2, 5])
+def test_few_candidate_links_per_pass_give_the_same_rates(monkeypatch, candidates):
+    """The readiness test over the lowest links is exact whatever their number."""
+    import simnode.network.solver as solver
+    monkeypatch.setattr(solver, "CANDIDATES", candidates)
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        num_links, num_flows = rng.integers(2, 12), rng.integers(1, 30)
+        sizes = np.minimum(rng.integers(1, 4, size=num_flows), num_links)
+        links = np.array([np.r_[rng.choice(num_links, size=k, replace=False), [-1] * (3 - k)]
+                          for k in sizes]).astype(int)
+        weights = np.where(links >= 0, rng.integers(1, 4, size=links.shape), 0)
+        caps = np.where(rng.random(num_flows) < 0.3, rng.integers(1, 40, num_flows), INF)
+        capacity = rng.integers(1, 100, size=num_links)
+        fast = solver.max_min_rates(links, capacity.astype(float), caps, weights.astype(float))
+        exact = max_min_rates_exact(links.tolist(), capacity.tolist(), caps.tolist(),
+                                    weights.tolist())
+        assert fast.tolist() == pytest.approx([float(x) for x in exact], rel=1e-9)
