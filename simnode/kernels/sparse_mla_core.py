@@ -8,7 +8,9 @@ AIC (per block b, cube order P[b] then O[b-1], so P[b+1] is issued before O[b]):
   MTE2: Q of each item -> L1 (2 slots).  MTE1: Q / K k-tiles, then S and V n-tiles,
   into ``l0_slots`` L0A/L0B slots.  M: 4 MMADs of P = Q K^T, 4 of O += S V.
   FIX: P -> both UBs (dual) or one (1C1V); O drains (rescale or item end) in fp32
-  fragments, each after the AIV freed a fragment buffer.
+  fragments, each after the AIV freed a fragment buffer. O n-tiles rotate through the
+  L0C regions left beside O and P x 2 (``Plan.o_regions``), so the O += S V after a drain
+  waits only for the region it reuses.
 AIV (each holds ``heads_per_core / vector_cores`` softmax rows and deals the block's
 32-token chunks round-robin), per step j in program order:
   V: index preprocessing (j+lead_g); ND2NZ/dequant of block j+lead_n's chunks;
@@ -43,13 +45,14 @@ L0_SLOTS = 4              # facts 3.4: 4 L0A / L0B slots
 L0_TILE = 128             # facts 3.4: K split into 128-wide L1->L0 tiles
 INDEX_UB_BUFFERS = 4      # facts 3.4: index buffers x 4
 FRAG_BUFFERS = 2          # facts 3.4: 2 output-fragment buffers
+MAX_EVENT_IDS = 8         # facts 3.2, S3: 8 event ids per (src, dst) pipe pair
 STATS_PER_ROW = 4         # running max, sum, scale, sink logit (fp32) per row
 # A 256 B vector register holds 128 16-bit lanes vs 64 fp32 lanes (facts 1.2, S3/S8), so a
 # 16-bit element-op costs half an fp32 element-op; dequant = cast to bf16 + scale multiply.
 DEQUANT_OPS_PER_ELEM = 1.0
 SOFTMAX_SIMPLE_OPS_PER_ELEM = 4   # row max, x*scale - max (one FMA), row sum, cast to bf16
 SOFTMAX_SPECIAL_OPS_PER_ELEM = 1  # exp
-OSCALE_OPS_PER_ELEM = 2           # O_acc * scale + fragment
+OSCALE_OPS_PER_ELEM = 1           # O_acc * scale + fragment: one FMA, as in the softmax count
 FINAL_OPS_PER_ELEM = 2            # * 1 / row sum, cast to bf16
 PREPROC_OPS_PER_TOKEN = 3         # index -> source offset, stride, burst count (a SIMD VF)
 
@@ -70,6 +73,7 @@ class Plan:
     kv_l1_stages: int
     l0_slots: int
     ub_row_bytes: int         #: gathered row in UB, padded to 32 B (facts 1.3)
+    o_regions: int            #: L0C regions of one O n-tile (>= d / 128; spares rotate)
 
 
 def _ub_parts(p, rows, chunk, gslots, frag_cols, row_pad) -> list[tuple[str, int]]:
@@ -109,8 +113,14 @@ def choose_plan(chip, p, max_row_bytes: int) -> Plan:
         a_slot, b_slot = b_slot, a_slot
     l0 = max(2, min(L0_SLOTS, chip.buffers.capacity_bytes("l0a") // a_slot,
                     chip.buffers.capacity_bytes("l0b") // b_slot))
+    # L0C holds O (d / 128 n-tiles of hpc x 128 fp32) plus P x 2 (facts 1.3/3.4); what is left
+    # holds spare O n-tile regions, capped so the tile events fit the 8 fix<->m event ids
+    # (facts 3.2, S3; event 0 is P's)
+    tile = hpc * L0_TILE * 4
+    spare = (chip.buffers.capacity_bytes("l0c") - hpc * d * 4 - 2 * hpc * bt * 4) // tile
+    o_regions = min(d // L0_TILE + max(0, spare), MAX_EVENT_IDS - 1)
     return Plan(n_aiv, rows, transposed, chunk, gslots, d // frag_cols, frag_cols, kv_stages,
-                l0, row_pad)
+                l0, row_pad, o_regions)
 
 
 def buffer_plan(p, plan: Plan) -> list[BufferUse]:
@@ -127,6 +137,9 @@ def buffer_plan(p, plan: Plan) -> list[BufferUse]:
            BufferUse("aic", "l0b", f"K/V tiles x {plan.l0_slots}", plan.l0_slots * b_slot),
            BufferUse("aic", "l0c", f"O {hpc}x{d} fp32", hpc * d * 4),
            BufferUse("aic", "l0c", f"P {hpc}x{bt} fp32 x 2", 2 * hpc * bt * 4)]
+    spare = plan.o_regions - d // L0_TILE
+    if spare > 0:
+        out.append(BufferUse("aic", "l0c", f"spare O n-tiles x {spare}", spare * hpc * L0_TILE * 4))
     for v in range(plan.n_aiv):
         for label, size in _ub_parts(p, plan.rows, plan.chunk_tokens, plan.gather_chunks,
                                      plan.frag_cols, plan.ub_row_bytes):
@@ -217,17 +230,30 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         if b + 1 == n or blocks[b + 1].first:
             mte1.append(Set("mte1", "mte2", qslot[blk.item]))
 
+    # O epochs: a drain empties O, so the next O += S V starts a new epoch; epoch e puts its
+    # n-tile j in L0C region (e * nt + j) mod o_regions, so with spare regions a new item's
+    # O += S V waits only for the drain of the region it reuses, not of its namesake tile
+    nt = d // L0_TILE
+    epoch, e = [], 0
+    for b in range(n):
+        e += 1 if b and drain[b] else 0
+        epoch.append(e)
+
+    def region(ep, j):
+        return (ep * nt + j) % plan.o_regions
+
     def o_phase(b):
         t = len(blocks[b].tokens)
         for x in aivs:
             mte1.append(XWait(x, X_S))
-        nt = d // L0_TILE
         for j in range(nt):
             # per n-tile L0C handoff (unit_flag, facts 3.1): n-tile j of O waits only for
-            # its own fragments to be drained, and is handed to FIX as soon as it is final
+            # the drain of its own region, and is handed to FIX as soon as it is final
             mm = Mmad(L0_TILE, hpc, t, "bf16") if plan.transposed else Mmad(hpc, L0_TILE, t, "bf16")
-            pre = (Wait("fix", "m", 1 + j),) if drain[b] else ()
-            post = (Set("m", "fix", 1 + j),) if b + 1 == n or drain[b + 1] else ()
+            r = region(epoch[b], j)
+            reused = epoch[b] * nt + j >= plan.o_regions
+            pre = (Wait("fix", "m", 1 + r),) if drain[b] and reused else ()
+            post = (Set("m", "fix", 1 + r),) if b + 1 == n or drain[b + 1] else ()
             loads = ((hpc * t * 2, t * L0_TILE * 2) if j == 0 else (t * L0_TILE * 2,))
             unit(loads, mm, pre, post)
             if j == 0:
@@ -235,24 +261,34 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         mte1.extend(XSet(x, X_KVFREE) for x in aivs)
 
     frags = 0
+    per_tile = L0_TILE // plan.frag_cols
 
-    def drain_out():
+    def drain_frags(lo, hi, ep):
+        """FixPipe O fragments lo..hi-1 of epoch ep out of L0C, each into a free UB buffer."""
         nonlocal frags
-        for j in range(d // L0_TILE):
-            fix.append(Wait("m", "fix", 1 + j))
-            for _ in range(L0_TILE // plan.frag_cols):
-                if frags >= FRAG_BUFFERS:
-                    fix.extend(XWait(x, X_FRAGFREE) for x in aivs)
-                fix.append(isa.Fixpipe(hpc, plan.frag_cols, "fp32", dst, label="O fragment -> UB"))
-                fix.extend(XSet(x, X_FRAG) for x in aivs)
-                frags += 1
-            fix.append(Set("fix", "m", 1 + j))
+        for f in range(lo, hi):
+            j = region(ep, f // per_tile)
+            if f % per_tile == 0:
+                fix.append(Wait("m", "fix", 1 + j))
+            if frags >= FRAG_BUFFERS:
+                fix.extend(XWait(x, X_FRAGFREE) for x in aivs)
+            fix.append(isa.Fixpipe(hpc, plan.frag_cols, "fp32", dst, label="O fragment -> UB"))
+            fix.extend(XSet(x, X_FRAG) for x in aivs)
+            frags += 1
+            if f % per_tile == per_tile - 1:
+                fix.append(Set("fix", "m", 1 + j))
 
     for g in range(n + 1):
         if g < n:
             p_phase(g)
         if g >= 1:
             o_phase(g - 1)
+    # The drain before O[dd] takes O[dd-1] out of L0C. Its first FRAG_BUFFERS fragments go as
+    # soon as O[dd-1] is final, ahead of P[dd+1] (the UB buffers are free, and the cube is busy
+    # with P[dd+1] meanwhile); the rest need buffers the AIVs free only after softmax(dd+1)
+    # (facts 3.4 vector order: softmax(i+1), then O scale(i)), so they follow P[dd+1] -> UB.
+    nfrag = plan.fragments
+    early = min(FRAG_BUFFERS, nfrag)
     for g in range(n):
         t = len(blocks[g].tokens)
         fix.append(Wait("m", "fix", 0))
@@ -261,11 +297,13 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         fix.append(isa.Fixpipe(hpc, t, "fp32", dst, label="P -> UB"))
         fix.append(Set("fix", "m", 0))
         fix.extend(XSet(x, X_P) for x in aivs)
-        # the drain before O[d] follows P[d+1] (facts 3.4 order: softmax(i+1), then O scale(i))
-        for dd in (g - 1, g) if g == n - 1 else (g - 1,):
-            if dd >= 1 and drain[dd]:
-                drain_out()
-    drain_out()                            # the last item's O
+        if g >= 2 and drain[g - 1]:
+            drain_frags(early, nfrag, epoch[g - 2])     # rest of the drain before O[g-1]
+        if g >= 1 and drain[g]:
+            drain_frags(0, early, epoch[g - 1])         # O[g-1] is final: start the drain before O[g]
+    if n >= 2 and drain[n - 1]:
+        drain_frags(early, nfrag, epoch[n - 2])
+    drain_frags(0, nfrag, epoch[n - 1])                 # the last item's O
 
 
 def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chip) -> None:
@@ -273,14 +311,20 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
     n = len(blocks)
     rows, d = plan.rows, p.d_v
     gathered = converted = 0
+    stores_pending = 0
     prev_dispatch = False
     topk_of = {"kv": p.topk, "main": p.topk_main, "extra": p.topk_extra}
-    fp4_rate = chip.vector.fp4_decode_B_per_cycle
 
     def drain_in(final_item):
         """Consume one O drain: scale-and-add each fragment into the O accumulator; at an
-        item's end also normalize (sinks, 1/row sum), cast to bf16 in the fragment buffer
-        and store it to GM, fragment by fragment (the 2 output-fragment buffers, facts 3.4)."""
+        item's end also normalize (sinks, 1/row sum), cast to bf16 and store it to GM,
+        fragment by fragment (the 2 output-fragment buffers, facts 3.4).
+
+        The bf16 result is written over its own fp32 columns of the O accumulator (half their
+        bytes; facts 3.4 lists no output staging buffer in UB), so a fragment buffer is free
+        again as soon as the VF has read it; the accumulator columns are rewritten only by the
+        next item's first drain, which waits for their store (mte3 -> v event 1)."""
+        nonlocal stores_pending
         e = rows * plan.frag_cols
         if final_item is not None:
             if p.sinks:                    # denominator += exp(sink - max), per row
@@ -288,16 +332,22 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             vec.append(Vec(rows, "div", 0, "1 / row sum"))
         for f in range(plan.fragments):
             vec.append(XWait("aic", X_FRAG))
+            if stores_pending:
+                vec.append(Wait("mte3", "v", 1))
+                stores_pending -= 1
             if final_item is None:
                 vec.append(Vec(OSCALE_OPS_PER_ELEM * e, "simple", 12 * e, "O scale + fragment"))
                 vec.append(XSet("aic", X_FRAGFREE))
                 continue
             vec.append(Vec((OSCALE_OPS_PER_ELEM + FINAL_OPS_PER_ELEM) * e, "simple", 10 * e,
                            "O final: add, normalize, cast bf16"))
+            vec.append(XSet("aic", X_FRAGFREE))
             vec.append(Set("v", "mte3", 2))
             mte3.append(Wait("v", "mte3", 2))
             mte3.append(isa.Copy("ub_to_gm", e * 2, ("o", final_item, v, f), label="O -> GM"))
-            mte3.append(XSet("aic", X_FRAGFREE))
+            mte3.append(Set("mte3", "v", 1))
+        if final_item is not None:
+            stores_pending = plan.fragments
 
     for j in range(-g_lead, n):
         gb = j + g_lead
@@ -323,13 +373,18 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             for _, _, toks in mine:
                 if gathered >= plan.gather_chunks:
                     mte2.append(Wait("v", "mte2", 0))
-                for i, tok in enumerate(toks):
-                    mte2.append(Copy("gm_to_ub", row, ("kv", blk.cache, blk.seq, tok), "normal",
-                                     "KV gather"))
-                    if i % per_desc == per_desc - 1 or i == len(toks) - 1:
-                        desc += 1
-                        if desc == stall_at:
-                            mte2.append(Set("mte2", "v", 2))
+                for i in range(0, len(toks), per_desc):
+                    keys = tuple(("kv", blk.cache, blk.seq, tok) for tok in toks[i:i + per_desc])
+                    # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token
+                    # distance) whose two rows each hit or miss in L2 on their own
+                    if len(keys) == 1:
+                        mte2.append(Copy("gm_to_ub", row, keys[0], "normal", "KV gather"))
+                    else:
+                        mte2.append(Copy("gm_to_ub", row * len(keys), None, "normal", "KV gather2",
+                                         keys))
+                    desc += 1
+                    if desc == stall_at:
+                        mte2.append(Set("mte2", "v", 2))
                 mte2.append(Set("mte2", "v", 0))
                 gathered += 1
             if prev_dispatch:
@@ -349,10 +404,15 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
                 vec.append(Wait("mte2", "v", 0))
                 if converted >= 1:
                     vec.append(Wait("mte3", "v", 0))
-                if blk.dtype == "fp4":     # FP4 -> 8-bit decode at the chip's decode rate (facts 1.2, S3)
-                    vec.append(Scal(e / fp4_rate, "fp4 decode"))
+                if blk.dtype == "fp4":
+                    # FP4 -> 8-bit through the decoder at 64 B/cycle of FP4 bytes (facts 1.2, S3):
+                    # e elements are e / 2 bytes (the engine's fp4_decode class counts bytes)
+                    vec.append(Vec(e // 2, "fp4_decode", 0, "fp4 decode"))
                 if blk.dtype == "bf16":
-                    vec.append(Vec(0, "simple", 2 * e * 2, "ND2NZ"))
+                    # ND2NZ streams the rows once at 256 B/cycle (facts 3.3, S1: the VF "achieves
+                    # peak UB read and write throughput", pairs of 256 B over both UB bank groups,
+                    # facts 1.3 S2): reads and writes overlap, so the bytes count once
+                    vec.append(Vec(0, "simple", e * 2, "ND2NZ"))
                 else:
                     vec.append(Vec(DEQUANT_OPS_PER_ELEM * e, "simple",
                                    t * KV_ROW_BYTES[blk.dtype] + e * 2, "dequant + ND2NZ"))

@@ -50,13 +50,18 @@ def test_bad_parameters_get_a_clear_message(chip, kw, msg):
         _sched(chip, **kw)
 
 
-def test_each_block_gathers_its_tokens_one_row_each_with_a_gm_key_per_token(chip):
+def test_each_block_gathers_its_tokens_two_rows_per_request_each_its_own_l2_region(chip):
     s = _sched(chip, n_q=32)
     copies = [i for prog in s.cores for (u, pp), ins in prog.pipes.items() if pp == "mte2" and u != "aic"
-              for i in ins if type(i) is isa.Copy and i.label == "KV gather"]
-    assert len(copies) == 32 * 256
-    assert {c.size_bytes for c in copies} == {1024}
-    assert len({c.gm_key for c in copies}) <= 1024
+              for i in ins if type(i) is isa.Copy and i.label.startswith("KV gather")]
+    # gather2 (facts 3.4): one request per 2 tokens, each token its own L2 region
+    assert len(copies) == 32 * 256 // 2
+    assert {(c.size_bytes, len(c.regions)) for c in copies} == {(2048, 2)}
+    assert len({k for c in copies for k in c.regions}) <= 1024
+    single = [i for prog in _sched(chip, n_q=32, gather2=False).cores
+              for (u, pp), ins in prog.pipes.items() if pp == "mte2" and u != "aic"
+              for i in ins if type(i) is isa.Copy and i.label.startswith("KV gather")]
+    assert len(single) == 32 * 256 and {c.size_bytes for c in single} == {1024}
 
 
 def test_gather2_keeps_32_tokens_within_the_16_entry_queue(chip):
