@@ -27,6 +27,16 @@ Routing (``spec.routing`` unless overridden):
   exact for an even split and costs one flow per message instead of one per spine.
   Spine links then carry ``1/num_spines`` of the aggregate each.
 
+Batching: ``batch_window_ns`` (see ``simnode.network.share``) trades accuracy for
+solver runs; errors are pessimistic and at most the window per start or end. Keep
+it well below a message's duration: an EP128 all-to-all of ~90 kB messages (each
+~14 us at its fair share) runs 1.04 M messages with 35 k solves at 50 ns and 9 k at
+200 ns, 0.6% slower in simulated time (benchmarks/bench_network.py); 0 is exact.
+
+Not modeled here: the per-message engine costs of ``SupernodeSpec``
+(``wqe_processing_ns``, ``doorbell_ns``, ``wqebb_bytes``) belong to the sender's URMA
+engine; the DeepEP layer applies them (e.g. as an engine resource with weights).
+
 Records: ``bytes_by_resource`` (wire bytes per link; payload bytes per extra
 resource), ``series`` (bytes per time bin and resource, bounded memory),
 ``recomputes`` (solver runs), ``hottest_links(n)``, ``payload_bytes_sent``.
@@ -102,6 +112,13 @@ class FlowNetwork(BatchedShare):
             self._add_spray_aggregates()
         self.num_network_resources = len(self.names)
         self._middles: dict[tuple[int, int], list] = {}
+        # per rank: resource and latency of its up and down link (up: + its leaf's hop)
+        lat = self.links.latency_ns
+        self._up_res = [int(self._link_res[l]) for l in self._up]
+        self._down_res = [int(self._link_res[l]) for l in self._down]
+        self._up_lat = [float(lat[l]) + self._hop(leaf_node(self._rank_leaf[i]))
+                        for i, l in enumerate(self._up)]
+        self._down_lat = [float(lat[l]) for l in self._down]
 
     # -- routing ---------------------------------------------------------------------------
     def _add_spray_aggregates(self) -> None:
@@ -133,8 +150,8 @@ class FlowNetwork(BatchedShare):
         for path in candidate_paths(self.graph, src_rank, dst_rank):
             up_s, down_s = path[1], path[2]
             spine = self.links.ends[up_s][1]
-            phys.append(((int(res[up_s]), int(res[down_s])),
-                         lat[up_s] + self._hop(spine) + lat[down_s] + self._hop(leaf_node(b))))
+            phys.append(((int(res[up_s]), int(res[down_s])), float(
+                lat[up_s] + self._hop(spine) + lat[down_s] + self._hop(leaf_node(b)))))
         if self.routing == "spray":
             if not len(phys) == len(self._leaf_ups[a]) == len(self._leaf_downs[b]):
                 raise ValueError(f"spray needs leaf{a} and leaf{b} joined by every spine "
@@ -150,15 +167,16 @@ class FlowNetwork(BatchedShare):
         """(resource ids of the path, path latency in ns) a message from src to dst takes."""
         if src_rank == dst_rank:
             return (), 0.0                      # a local copy: no network
-        up, down = self._up[src_rank], self._down[dst_rank]
-        lat = self.links.latency_ns
-        base = lat[up] + self._hop(leaf_node(self._rank_leaf[src_rank])) + lat[down]
+        up, down = self._up_res[src_rank], self._down_res[dst_rank]
+        base = self._up_lat[src_rank] + self._down_lat[dst_rank]
         if self._rank_leaf[src_rank] == self._rank_leaf[dst_rank]:
-            return (int(self._link_res[up]), int(self._link_res[down])), float(base)
-        middles = self._leaf_middles(src_rank, dst_rank)
+            return (up, down), base
+        middles = self._middles.get((self._rank_leaf[src_rank], self._rank_leaf[dst_rank]))
+        if middles is None:
+            middles = self._leaf_middles(src_rank, dst_rank)
         pick = 0 if len(middles) == 1 else ecmp_choice(src_rank, dst_rank, flow_key, len(middles))
         mid, mid_lat = middles[pick]
-        return (int(self._link_res[up]),) + mid + (int(self._link_res[down]),), float(base + mid_lat)
+        return (up,) + mid + (down,), base + mid_lat
 
     # -- messages --------------------------------------------------------------------------
     def send(self, src_rank: int, dst_rank: int, size_bytes: float, extra_resources: tuple = (),

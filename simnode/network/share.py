@@ -194,9 +194,8 @@ class BatchedShare:
             raise ValueError(f"size_bytes must be >= 0, not {size_bytes}")
         if not cap_GBps > 0:
             raise ValueError(f"cap_GBps must be > 0, not {cap_GBps}")
-        for r in resources:
-            if not 0 <= r < len(self.names):
-                raise ValueError(f"unknown resource id {r}")
+        if resources and (min(resources) < 0 or max(resources) >= len(self.names)):
+            raise ValueError(f"unknown resource id in {resources}")
         tr = Transfer(self.env, size_bytes, latency_ns, tag, src, dst, payload_bytes)
         self.transfers_started += 1
         if size_bytes == 0 or (not resources and cap_GBps == float("inf")):

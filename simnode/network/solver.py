@@ -11,7 +11,7 @@ that stands for n identical transfers is one row with its weights multiplied by 
 (its rate is then the rate of each member). The answer is the max-min fair vector:
 all rates rise together; a flow stops when a link it crosses fills or it hits its cap.
 
-Speed: each pass freezes the flows of every "ready" link among the 16 lowest (a
+Speed: each pass freezes the flows of every "ready" link among the lowest few (a
 link whose fill level is the lowest of all links its flows cross, and below every
 cap: nothing can change its level before it fills), so links that share no flow
 fill in one pass; the lowest link is always ready. Per pass the work is O(links)
@@ -27,7 +27,8 @@ from fractions import Fraction
 import numpy as np
 
 REL_TOL = 1e-9      # links/caps within this relative distance of the level fill together
-CANDIDATES = 16     # lowest links tested for readiness per pass (speed only; any value is exact)
+CANDIDATES = 16     # lowest links tested for readiness per pass, at least (speed only;
+                    # any value is exact); 1/32 of the live links if that is more
 
 
 def max_min_rates(flow_links: np.ndarray, link_capacity: np.ndarray,
@@ -118,7 +119,7 @@ def max_min_rates(flow_links: np.ndarray, link_capacity: np.ndarray,
 
 def _freeze_ready_links(flow_links, links_lvl, lvl, cap_min, by_link_flow, ptr, frozen,
                         stamp, width):
-    """Flows to freeze on the 'ready' links among the CANDIDATES lowest, and their rates.
+    """Flows to freeze on the 'ready' links among the lowest few, and their rates.
 
     A link is ready when it has the lowest fill level of every link its unfrozen flows
     cross, and that level is below every cap: then nothing can change its level before
@@ -126,8 +127,9 @@ def _freeze_ready_links(flow_links, links_lvl, lvl, cap_min, by_link_flow, ptr, 
     whose flows do not meet fill in the same pass. Sets ready links' levels to inf.
     """
     live = int(np.count_nonzero(links_lvl < np.inf))
-    if live > CANDIDATES:
-        cand = np.argpartition(links_lvl, CANDIDATES)[:CANDIDATES]
+    k = max(CANDIDATES, live // 32)
+    if live > k:
+        cand = np.argpartition(links_lvl, k)[:k]
     else:
         cand = np.flatnonzero(links_lvl < np.inf)
     cand = cand[links_lvl[cand] * (1 + REL_TOL) < cap_min]
