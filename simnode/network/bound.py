@@ -4,7 +4,8 @@
 the diagonal is local and ignored) onto every port it must cross: each rank's
 egress and ingress link, and each leaf's uplinks and downlinks as the routing uses
 them (``spray``: a leaf's uplinks as one aggregate; ``ecmp``: each pair's bytes on
-the spine its hash picks, split evenly over ``flow_keys``). ``analytical_bound_ns``
+the spine its hash picks, split evenly over ``flow_keys``). For ECMP the traffic may
+instead be ``[src, dst, flow_key]`` (bytes per flow key, e.g. per send queue). ``analytical_bound_ns``
 is the largest ``bytes / capacity`` among them: no schedule can finish sooner
 (latencies and per-message costs are not included). Port names match the resource
 names of ``FlowNetwork``.
@@ -42,11 +43,18 @@ def port_loads(traffic_bytes, spec: SupernodeSpec, routing: str | None = None,
     """Bytes and capacity of every port the traffic crosses; see the module docstring."""
     t = np.array(traffic_bytes, dtype=float)
     n = spec.num_ranks
-    if t.shape != (n, n):
-        raise ValueError(f"traffic matrix has shape {t.shape}; expected ({n}, {n})")
-    np.fill_diagonal(t, 0.0)
-    if with_headers:
-        t = _wire(t, spec)
+    if t.shape[:2] != (n, n) or t.ndim not in (2, 3):
+        raise ValueError(f"traffic has shape {t.shape}; expected ({n}, {n}) or ({n}, {n}, keys)")
+    by_key = t if t.ndim == 3 else None
+    if by_key is not None:
+        by_key[np.arange(n), np.arange(n)] = 0.0
+        if with_headers:
+            by_key = _wire(by_key, spec)
+        t = by_key.sum(axis=2)
+    else:
+        np.fill_diagonal(t, 0.0)
+        if with_headers:
+            t = _wire(t, spec)
     routing = routing or spec.routing
     rank_bw = spec.rank_bandwidth_GBps
     leaf = np.arange(n) // spec.ranks_per_leaf
@@ -67,12 +75,16 @@ def port_loads(traffic_bytes, spec: SupernodeSpec, routing: str | None = None,
         return out
     up = np.zeros((num_leaves, spec.num_spines))
     down = np.zeros((spec.num_spines, num_leaves))
-    share = 1.0 / len(flow_keys)
     for s, d in zip(*np.nonzero(cross)):
-        for key in flow_keys:
-            sp = ecmp_choice(int(s), int(d), key, spec.num_spines)
-            up[leaf[s], sp] += cross[s, d] * share
-            down[sp, leaf[d]] += cross[s, d] * share
+        if by_key is not None:
+            keys = np.flatnonzero(by_key[s, d])
+            sizes = by_key[s, d, keys]
+        else:
+            keys, sizes = flow_keys, [cross[s, d] / len(flow_keys)] * len(flow_keys)
+        for key, size in zip(keys, sizes):
+            sp = ecmp_choice(int(s), int(d), int(key), spec.num_spines)
+            up[leaf[s], sp] += size
+            down[sp, leaf[d]] += size
     link = spec.leaf_spine_link_GBps
     for j in range(num_leaves):
         for sp in range(spec.num_spines):

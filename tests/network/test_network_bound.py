@@ -55,6 +55,17 @@ def test_ecmp_puts_each_pair_on_its_hashed_spine():
     assert spread["leaf0->spine0"] + spread["leaf0->spine1"] == pytest.approx(1000.0)
 
 
+def test_ecmp_traffic_per_flow_key():
+    s = spec(routing="ecmp")
+    t = np.zeros((8, 8, 4))
+    t[0, 2, 3] = 1000.0
+    t[1, 3, 1] = 500.0
+    loads = {p.name: p.size_bytes for p in port_loads(t, s)}
+    assert loads[f"leaf0->spine{ecmp_choice(0, 2, 3, 2)}"] >= 1000.0
+    assert sum(loads[f"leaf0->spine{k}"] for k in range(2)) == 1500.0
+    assert loads["rank0->leaf0"] == 1000.0 and loads["leaf1->rank3"] == 500.0
+
+
 def test_headers_are_counted_when_asked():
     t = np.zeros((8, 8))
     t[0, 1] = 2500.0
@@ -64,5 +75,5 @@ def test_headers_are_counted_when_asked():
 
 
 def test_wrong_shape():
-    with pytest.raises(ValueError, match=r"expected \(8, 8\)"):
+    with pytest.raises(ValueError, match=r"expected \(8, 8\) or"):
         analytical_bound_ns(np.zeros((4, 4)), spec())

@@ -1,0 +1,116 @@
+"""Micro benchmark of the flow network: an EP128 dispatch-sized all-to-all.
+
+Each of ``--ranks`` ranks has ``--queues`` send queues (one per AIV, facts 4.1); queue q
+of rank r owns a contiguous range of the rank's tokens (facts 4.2) and sends one
+message per peer (or one per ``--tokens-per-message`` tokens) with the records of
+its tokens routed there, peers in round-robin order from r + q + 1 (facts 4.3). A
+queue's next message starts when the previous one has left (``transfer.injected``).
+Routing is uniform top-6 of 256 experts (facts 2.4). Prints wall time, solver
+recomputes, messages per second, peak memory, and the simulated time against the
+analytical bound (busiest port's bytes / bandwidth).
+
+    python benchmarks/bench_network.py                   # EP128, 64 queues, spray
+    python benchmarks/bench_network.py --ranks 32 --routing ecmp --window-ns 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simnode.config.topology import load_topology                      # noqa: E402
+from simnode.moe.routing import dest_ranks_per_token, route_supernode  # noqa: E402
+from simnode.network.bound import busiest_port                          # noqa: E402
+from simnode.network.flows import FlowNetwork                           # noqa: E402
+from simnode.units import BYTES_PER_MiB, NS_PER_S                        # noqa: E402
+
+TOPOLOGY = Path(__file__).resolve().parents[1] / "topologies" / "atlas950-supernode.yaml"
+# One dispatch record per (token, remote rank): FP8 hidden 7168 B + fp32 scale per 128
+# channels (224 B) + 6 int64 ids + 6 fp32 weights + int64 source index (facts 4.2; the
+# exact metadata size is open, facts 5.6). A benchmark input, not a model parameter.
+RECORD_BYTES = 7168 + 7168 // 128 * 4 + 6 * 8 + 6 * 4 + 8
+
+
+def plan(num_ranks: int, queues: int, tokens: int, seed: int) -> np.ndarray:
+    """Tokens per (rank, queue, peer): ``int64 [ranks, queues, ranks]``."""
+    routes = route_supernode(tokens, 256, 6, num_ranks, "uniform", seed)
+    per_queue = -(-tokens // queues)
+    counts = np.zeros((num_ranks, queues, num_ranks), dtype=np.int64)
+    for r in range(num_ranks):
+        mask = dest_ranks_per_token(routes[r], 256, num_ranks)
+        for q in range(queues):
+            counts[r, q] = mask[q * per_queue:(q + 1) * per_queue].sum(axis=0)
+    return counts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ranks", type=int, default=128)
+    ap.add_argument("--queues", type=int, default=64)
+    ap.add_argument("--tokens", type=int, default=16384, help="tokens per rank (facts 2.4)")
+    ap.add_argument("--tokens-per-message", type=int, default=0,
+                    help="split a (queue, peer) batch into messages of this many tokens "
+                         "(6 = one dispatch SQE, facts 4.2); 0 = one message per peer")
+    ap.add_argument("--routing", choices=("spray", "ecmp"), default=None)
+    ap.add_argument("--window-ns", type=float, default=50.0, help="batch_window_ns")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    spec = replace(load_topology(TOPOLOGY).supernode, num_ranks=args.ranks)
+    t0 = time.perf_counter()
+    counts = plan(args.ranks, args.queues, args.tokens, args.seed)
+    t_plan = time.perf_counter() - t0
+
+    env = simpy.Environment()
+    net = FlowNetwork(env, spec, routing=args.routing, batch_window_ns=args.window_ns)
+    traffic = np.zeros((args.ranks, args.ranks, args.queues))   # bytes per (src, dst, queue)
+    per_msg = args.tokens_per_message
+
+    def queue(r: int, q: int):
+        for i in range(1, args.ranks):
+            d = (r + q + i) % args.ranks
+            if d == r:
+                d = (d + 1) % args.ranks
+            n = int(counts[r, q, d])
+            chunks = [n] if per_msg <= 0 else [min(per_msg, n - k) for k in range(0, n, per_msg)]
+            for c in chunks:
+                if c > 0:
+                    traffic[r, d, q] += c * RECORD_BYTES
+                    yield net.send(r, d, c * RECORD_BYTES, flow_key=q).injected
+
+    for r in range(args.ranks):
+        for q in range(args.queues):
+            env.process(queue(r, q))
+    t0 = time.perf_counter()
+    env.run()
+    wall = time.perf_counter() - t0
+    peak_MiB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / BYTES_PER_MiB
+
+    port = busiest_port(traffic, spec, routing=net.routing, with_headers=True)
+    sent = traffic.sum(axis=(1, 2))
+    print(f"EP{args.ranks}, {args.queues} queues/rank, routing {net.routing}, "
+          f"batch window {args.window_ns:g} ns")
+    print(f"  messages         {net.messages_sent:>12,d}   ({net.payload_bytes_sent / 1e9:.2f} GB payload)")
+    print(f"  wall time        {wall:>12.1f} s    (+{t_plan:.1f} s routing/plan)")
+    print(f"  messages/s       {net.messages_sent / wall:>12,.0f}")
+    print(f"  solver runs      {net.recomputes:>12,d}   ({wall / max(net.recomputes, 1) * 1e3:.2f} ms wall each, all costs)")
+    print(f"  peak memory      {peak_MiB:>12.0f} MiB (max RSS)")
+    print(f"  simulated        {env.now / 1e3:>12.1f} us")
+    print(f"  bound            {port.time_ns / 1e3:>12.1f} us   ({port.name}, wire bytes)")
+    print(f"  sim / bound      {env.now / port.time_ns:>12.3f}")
+    print(f"  payload/rank     {sent.mean() / env.now * NS_PER_S / 1e9:>12.1f} GB/s  (mean)")
+    for name, size, util in net.hottest_links(3):
+        print(f"  hot link         {name:>20s} {size / 1e6:9.1f} MB  util {util:.3f}")
+
+
+if __name__ == "__main__":
+    main()
