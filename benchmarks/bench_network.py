@@ -31,7 +31,7 @@ from simnode.config.topology import load_topology                      # noqa: E
 from simnode.moe.routing import dest_ranks_per_token, route_supernode  # noqa: E402
 from simnode.network.bound import busiest_port                          # noqa: E402
 from simnode.network.flows import FlowNetwork                           # noqa: E402
-from simnode.units import BYTES_PER_MiB, NS_PER_S                        # noqa: E402
+from simnode.units import BYTES_PER_GB, BYTES_PER_MiB, NS_PER_MS, NS_PER_S, ns_to_us  # noqa: E402
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "topologies" / "atlas950-supernode.yaml"
 # One dispatch record per (token, remote rank): FP8 hidden 7168 B + fp32 scale per 128
@@ -99,17 +99,17 @@ def main() -> None:
     sent = traffic.sum(axis=(1, 2))
     print(f"EP{args.ranks}, {args.queues} queues/rank, routing {net.routing}, "
           f"batch window {args.window_ns:g} ns")
-    print(f"  messages         {net.messages_sent:>12,d}   ({net.payload_bytes_sent / 1e9:.2f} GB payload)")
+    print(f"  messages         {net.messages_sent:>12,d}   ({net.payload_bytes_sent / BYTES_PER_GB:.2f} GB payload)")
     print(f"  wall time        {wall:>12.1f} s    (+{t_plan:.1f} s routing/plan)")
     print(f"  messages/s       {net.messages_sent / wall:>12,.0f}")
-    print(f"  solver runs      {net.recomputes:>12,d}   ({wall / max(net.recomputes, 1) * 1e3:.2f} ms wall each, all costs)")
+    print(f"  solver runs      {net.recomputes:>12,d}   ({wall / max(net.recomputes, 1) * NS_PER_S / NS_PER_MS:.2f} ms wall each, all costs)")
     print(f"  peak memory      {peak_MiB:>12.0f} MiB (max RSS)")
-    print(f"  simulated        {env.now / 1e3:>12.1f} us")
-    print(f"  bound            {port.time_ns / 1e3:>12.1f} us   ({port.name}, wire bytes)")
+    print(f"  simulated        {ns_to_us(env.now):>12.1f} us")
+    print(f"  bound            {ns_to_us(port.time_ns):>12.1f} us   ({port.name}, wire bytes)")
     print(f"  sim / bound      {env.now / port.time_ns:>12.3f}")
-    print(f"  payload/rank     {sent.mean() / env.now * NS_PER_S / 1e9:>12.1f} GB/s  (mean)")
+    print(f"  payload/rank     {sent.mean() / env.now:>12.1f} GB/s  (mean)")
     for name, size, util in net.hottest_links(3):
-        print(f"  hot link         {name:>20s} {size / 1e6:9.1f} MB  util {util:.3f}")
+        print(f"  hot link         {name:>20s} {size / BYTES_PER_MiB:9.1f} MiB  util {util:.3f}")
 
 
 if __name__ == "__main__":
