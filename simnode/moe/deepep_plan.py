@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -92,12 +93,12 @@ class DeepEPPlan:
     reduce_rows: np.ndarray       #: combine: [d, r] expert rows those reductions read
     expert_tokens: np.ndarray     #: [e] (token, expert) entries received by expert e
 
-    @property
+    @cached_property
     def pair_tokens(self) -> np.ndarray:
         """[r, d] tokens rank r dispatches to rank d (diagonal: self-rank copies)."""
         return self.aiv_tokens.sum(axis=1)
 
-    @property
+    @cached_property
     def pair_sqes(self) -> np.ndarray:
         return self.aiv_sqes.sum(axis=1)
 

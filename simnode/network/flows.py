@@ -180,9 +180,12 @@ class FlowNetwork(BatchedShare):
 
     # -- messages --------------------------------------------------------------------------
     def send(self, src_rank: int, dst_rank: int, size_bytes: float, extra_resources: tuple = (),
-             cap_GBps: float = float("inf"), tag=None, flow_key: int = 0) -> Transfer:
+             cap_GBps: float = float("inf"), tag=None, flow_key: int = 0,
+             extra_weights: tuple | None = None) -> Transfer:
         """Send ``size_bytes`` of payload from ``src_rank`` to ``dst_rank``; see the module
-        docstring. ``cap_GBps`` caps the wire rate; returns an event firing on arrival."""
+        docstring. ``cap_GBps`` caps the wire rate; returns an event firing on arrival.
+        ``extra_weights`` (one per extra resource) replace the default payload share: the
+        message then uses ``weight x wire rate`` of each extra resource."""
         if not (0 <= src_rank < self.num_ranks and 0 <= dst_rank < self.num_ranks):
             raise ValueError(f"ranks must be in 0..{self.num_ranks - 1}: got {src_rank} -> {dst_rank}")
         path, latency_ns = self.route(src_rank, dst_rank, flow_key)
@@ -190,7 +193,10 @@ class FlowNetwork(BatchedShare):
         if path:
             wire = self.spec.wire_bytes(size_bytes)
             resources = path + extra
-            weights = (1.0,) * len(path) + (size_bytes / wire,) * len(extra) if extra else None
+            if extra_weights is not None and extra:
+                weights = (1.0,) * len(path) + tuple(float(w) for w in extra_weights)
+            else:
+                weights = (1.0,) * len(path) + (size_bytes / wire,) * len(extra) if extra else None
         else:                                   # local copy: only the extra resources, payload only
             wire, resources, weights = size_bytes, extra, None
         self.payload_bytes_sent += size_bytes

@@ -166,6 +166,13 @@ class BatchedShare:
         """Begin a transfer of ``size_bytes`` over ``resources`` at most ``cap_GBps``."""
         return self._start(size_bytes, tuple(resources), None, cap_GBps, 0.0, None)
 
+    def start_weighted(self, size_bytes: float, resources: tuple, weights: tuple,
+                       cap_GBps: float = float("inf")):
+        """As ``start``, but the transfer uses ``weights[i] x rate`` of ``resources[i]`` (e.g.
+        ns of engine time or HBM bytes per byte of the transfer)."""
+        return self._start(size_bytes, tuple(resources), tuple(float(w) for w in weights),
+                           cap_GBps, 0.0, None)
+
     @property
     def capacity(self) -> np.ndarray:
         return self._cap

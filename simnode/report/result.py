@@ -108,14 +108,24 @@ def format_table(r: Result) -> str:
         rows.append(("roofline bound", f"{units.ns_to_us(r.roofline_ns):.3f} us "
                      f"(makespan / bound = {r.makespan_ns / r.roofline_ns:.3f})"))
     rows.append(("bottleneck", r.bottleneck))
-    rows.append(("L2", f"{r.l2_bytes / units.BYTES_PER_GB:.3f} GB, {r.l2_GBps:.0f} GB/s, "
-                       f"{100 * r.l2_util_frac:.1f}% of peak"))
-    rows.append(("HBM", f"{r.hbm_bytes / units.BYTES_PER_GB:.3f} GB, {r.hbm_GBps:.0f} GB/s, "
-                        f"{100 * r.hbm_util_frac:.1f}% of peak"))
+    if r.l2_bytes:
+        rows.append(("L2", f"{r.l2_bytes / units.BYTES_PER_GB:.3f} GB, {r.l2_GBps:.0f} GB/s, "
+                           f"{100 * r.l2_util_frac:.1f}% of peak"))
+    if r.hbm_bytes:
+        rows.append(("HBM", f"{r.hbm_bytes / units.BYTES_PER_GB:.3f} GB, {r.hbm_GBps:.0f} GB/s, "
+                            f"{100 * r.hbm_util_frac:.1f}% of peak"))
     for k, v in r.pipe_busy_frac.items():
         rows.append((f"busy {PIPE_NAMES.get(k, k)}", f"{100 * v:.1f}%"))
     for k, v in r.details.items():
-        if not isinstance(v, (Mapping, list, tuple)):
+        if isinstance(v, Mapping):
+            for sub, x in v.items():
+                rows.append((f"{k}.{sub}", f"{x:.4g}" if isinstance(x, float) else str(x)))
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                text = ", ".join(f"{a}={b:.4g}" if isinstance(b, float) else f"{a}={b}"
+                                 for a, b in x.items()) if isinstance(x, Mapping) else str(x)
+                rows.append((f"{k}[{i}]", text))
+        else:
             rows.append((k, f"{v:.4g}" if isinstance(v, float) else str(v)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

@@ -3,3 +3,4 @@
 from simnode.workloads import gemm  # noqa: F401
 from simnode.workloads import sparse_mla  # noqa: F401
 from simnode.workloads import topk  # noqa: F401
+from simnode.workloads import deepep  # noqa: F401

@@ -1,0 +1,316 @@
+"""DeepEP-Ascend dispatch and combine on a supernode, timed on the flow network (facts 4).
+
+``DeepEPSim(topology, plan, costs, ...)`` runs one kernel (``run("dispatch")`` or
+``run("combine")``) on every rank at once and returns a ``PhaseRun``: each rank's
+kernel time and phase times, bytes, the hottest links and the analytical bound.
+
+Granularity (the design's "one flow per message"): the 64 AIVs of a rank work on
+equal token ranges and ring their doorbells together, so a rank's kernel is one
+SimPy process walking the phases of one AIV program (facts 4.2 / 4.3), and the
+WQEs that one rank posts for one peer form one message train: one flow per
+(rank, peer) on the Clos. Everything a train costs besides wire bytes is charged
+to the resource that pays it, in proportion to the train's progress (a weight per
+wire byte), so per-message costs and contention are mechanisms, not factors:
+
+- ``urmaR``: rank R's URMA engine, 1 ns of work per ns; each WQE costs
+  ``wqe_processing_ns`` (topology), so small messages load it more;
+- ``hbmR``: rank R's HBM, shared by the URMA engine's payload and descriptor reads,
+  the receiver's remote writes and (combine) the AIVs' reduction reads and writes:
+  "HBM contention with URMA" (facts 4.3, S5) is this sharing;
+- ``mte2R`` / ``mte3R`` / ``vecR`` / ``aivR``: the 64 AIVs' MTE2, MTE3, vector and
+  scalar/VF time that combine's sender-side reduction needs before a row can go.
+
+Fixed costs (launch, barriers, routing VF, prefix sums, count exchange, doorbell,
+drain) are phases of the rank process with the measured or reasoned costs of
+``DeepEPCosts``; those that talk to every peer grow with the number of ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from simnode.config.chip import DTYPE_BITS
+from simnode.moe.deepep_plan import DeepEPPlan
+from simnode.network.bound import analytical_bound_ns
+from simnode.network.flows import FlowNetwork
+
+
+@dataclass(frozen=True)
+class DeepEPCosts:
+    """Software costs of the DeepEP kernels on a 950DT (set in the workload file)."""
+    kernel_launch_ns: float          #: kernel launch + InitSocState (facts 1.2, S6: ~1.9 us)
+    vf_launch_ns: float              #: launching one SIMT VF (facts 1.2, S6: ~0.5 us)
+    histogram_ns_per_token: float    #: routing VF work per token of one AIV's range (S6)
+    slot_assign_ns_per_peer: float   #: cross-AIV prefix sums per destination rank (S6)
+    remote_store_ns: float           #: one scalar remote store / atomic issued over UB_MEM
+    reduce_ops_per_element: float    #: vector ops per element of a reduced BF16 row (cast + add)
+
+
+@dataclass
+class RankTimes:
+    start_ns: float = 0.0
+    phases: dict = field(default_factory=dict)   #: phase name -> (start_ns, end_ns)
+    end_ns: float = 0.0
+
+    def mark(self, name: str, start_ns: float, end_ns: float) -> None:
+        self.phases[name] = (start_ns, end_ns)
+
+
+@dataclass
+class PhaseRun:
+    kind: str                        #: "dispatch" or "combine"
+    ranks: list                      #: RankTimes per rank
+    recv_tokens: np.ndarray          #: tokens (rows) each rank received over the network
+    logical_bytes_per_token: int     #: DeepEP's benchmark bytes per received token
+    wire_bytes: float                #: bytes the network carried, headers included
+    payload_bytes: float
+    bound_ns: float                  #: busiest port's bytes / bandwidth (no latency, no costs)
+    hottest: list                    #: (resource, bytes, utilization) of the busiest links
+    resources: dict                  #: per-rank chip resources: name -> utilization over the run
+    solver_recomputes: int
+    transfers: int
+
+    @property
+    def kernel_ns(self) -> np.ndarray:
+        return np.array([r.end_ns - r.start_ns for r in self.ranks])
+
+    @property
+    def GBps(self) -> np.ndarray:
+        """DeepEP's convention per rank: received tokens x logical bytes / kernel time."""
+        return self.recv_tokens * self.logical_bytes_per_token / self.kernel_ns
+
+
+class DeepEPSim:
+    """Dispatch or combine on every rank; see the module docstring."""
+
+    def __init__(self, topology, plan: DeepEPPlan, costs: DeepEPCosts, *,
+                 batch_window_ns: float = 0.0, tracer=None):
+        self.topo = topology
+        self.spec = topology.supernode
+        self.chip = topology.chip
+        self.plan = plan
+        self.costs = costs
+        self.batch_window_ns = batch_window_ns
+        self.tracer = tracer
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.env = simpy.Environment()
+        self.net = FlowNetwork(self.env, self.spec, batch_window_ns=self.batch_window_ns)
+        chip, R, A = self.chip, self.spec.num_ranks, self.plan.params.num_aiv
+        f = chip.aiv_freq_GHz
+        per_aiv_mte2 = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
+        per_aiv_mte3 = chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
+        self.r_hbm = self.net.add_resources([f"rank{r}.hbm" for r in range(R)],
+                                            [chip.memory.hbm_bandwidth_GBps] * R)
+        # 1 ns of engine (or AIV) time per ns: weights are ns of work per wire byte
+        self.r_urma = self.net.add_resources([f"rank{r}.urma" for r in range(R)], [1.0] * R)
+        self.r_mte2 = self.net.add_resources([f"rank{r}.aiv_mte2" for r in range(R)],
+                                             [A * per_aiv_mte2] * R)
+        self.r_mte3 = self.net.add_resources([f"rank{r}.aiv_mte3" for r in range(R)],
+                                             [A * per_aiv_mte3] * R)
+        self.r_vec = self.net.add_resources([f"rank{r}.aiv_vec" for r in range(R)],
+                                            [A * chip.vector.ops_per_cycle["simple"] * f] * R)
+        self.r_aiv = self.net.add_resources([f"rank{r}.aiv_scalar" for r in range(R)],
+                                            [float(A)] * R)
+        self.arrivals: dict = {}
+        # one-way latency of the farthest peer: what a barrier's last store still travels
+        self.max_latency_ns = max(self.net.route(0, d)[1] for d in range(R)) if R > 1 else 0.0
+
+    def _barrier(self, name: str, rank: int, stores: int):
+        """Cross-rank barrier: issue ``stores`` remote stores, then wait until every rank has
+        issued its own and the last one has travelled the farthest path (facts 4.2 step 1)."""
+        env = self.env
+        yield env.timeout(stores * self.costs.remote_store_ns)
+        state = self.arrivals.setdefault(name, [0, env.event()])
+        state[0] += 1
+        if state[0] == self.spec.num_ranks:
+            state[1].succeed()
+        yield state[1]
+        yield env.timeout(self.max_latency_ns)
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def _dispatch_rank(self, r: int, t: RankTimes):
+        env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
+        R, A = self.spec.num_ranks, p.num_aiv
+        sz = plan.sizes
+        t.start_ns = env.now
+        yield env.timeout(c.kernel_launch_ns)
+        s = env.now
+        yield from self._barrier("dispatch.entry", r, R - 1)
+        t.mark("entry barrier", s, env.now)
+        # routing VF (histogram, dedup, SGE indices) with, overlapped, metadata assembly and
+        # self-rank copies through HBM by MTE2/MTE3 (facts 4.2 steps 2 and 5)
+        s = env.now
+        tokens_per_aiv = math.ceil(p.tokens_per_rank / A)
+        routing = env.timeout(c.vf_launch_ns + tokens_per_aiv * c.histogram_ns_per_token)
+        sent = int(plan.pair_tokens[r].sum() - plan.pair_tokens[r, r])
+        self_tokens = int(plan.pair_tokens[r, r])
+        # GM->UB->GM: self rows + metadata records read and written once each
+        local_bytes = 2 * (self_tokens * (sz.hidden_row_bytes + sz.metadata_bytes)
+                           + sent * sz.metadata_bytes)
+        copies = self._local((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]),
+                             (local_bytes / 2, local_bytes / 2, local_bytes))
+        yield env.all_of([routing, copies])
+        t.mark("routing + local copies", s, env.now)
+        # cross-AIV prefix sums per destination, SQE writes by the warps (facts 4.2 steps 3-4)
+        s = env.now
+        sqes = int(plan.aiv_sqes[r].sum(axis=1).max())
+        sqe_write = self._local((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
+        yield env.all_of([env.timeout(R * c.slot_assign_ns_per_peer), sqe_write])
+        t.mark("prefix sums + SQEs", s, env.now)
+        # count exchange: per-peer prefix sums and expert-count atomics, spread over the AIVs,
+        # then every owner waits for all ranks' arrivals (facts 4.2 step 6)
+        s = env.now
+        stores = math.ceil((R - 1) / A) + math.ceil(p.num_experts / A)
+        yield from self._barrier("dispatch.counts", r, stores)
+        t.mark("count exchange", s, env.now)
+        # doorbells, then URMA moves every (token, peer) record (facts 4.2 step 7)
+        s = env.now
+        yield env.timeout(self.spec.doorbell_ns)
+        sends = []
+        for d in range(R):
+            n = int(plan.pair_tokens[r, d])
+            if d == r or n == 0:
+                continue
+            payload = n * sz.dispatch_wire_bytes
+            wqes = int(plan.pair_sqes[r, d])
+            sends.append(self._send(r, d, payload, wqes * sz.sqe_bytes, wqes))
+        yield env.all_of(sends)
+        t.mark("URMA transfer + drain", s, env.now)
+        s = env.now
+        yield from self._barrier("dispatch.exit", r, R - 1)
+        t.mark("exit barrier", s, env.now)
+        t.end_ns = env.now
+
+    def _send(self, src: int, dst: int, payload: float, descriptor_bytes: float, wqes: int,
+              extra: tuple = (), extra_units: tuple = ()):
+        """One message train src -> dst. Charges, per train: the sender's HBM (payload and
+        descriptor reads), the receiver's HBM (remote writes), the sender's URMA engine
+        (``wqes`` x wqe_processing_ns) and any ``extra`` resources (``extra_units`` each)."""
+        wire = self.spec.wire_bytes(payload)
+        res = (self.r_hbm[src], self.r_hbm[dst], self.r_urma[src]) + extra
+        units = (payload + descriptor_bytes, payload, wqes * self.spec.wqe_processing_ns) + extra_units
+        return self.net.send(src, dst, payload, extra_resources=res,
+                             extra_weights=tuple(u / wire for u in units), tag=(src, dst))
+
+    # -- combine -------------------------------------------------------------------------------
+    def _combine_rank(self, d: int, t: RankTimes):
+        env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
+        R, A = self.spec.num_ranks, p.num_aiv
+        sz = plan.sizes
+        t.start_ns = env.now
+        yield env.timeout(c.kernel_launch_ns)
+        s = env.now
+        yield from self._barrier("combine.entry", d, R - 1)
+        t.mark("entry barrier", s, env.now)
+        s = env.now
+        yield env.timeout(c.vf_launch_ns)               # peer infos by a small SIMT VF (step 1)
+        t.mark("peer info VF", s, env.now)
+        # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4): pipeline fill
+        s = env.now
+        fill_tokens = p.combine_task_tokens * p.combine_doorbell_tasks
+        rows = plan.reduce_rows[d].sum() / max(1, plan.combine_tokens[d].sum())
+        yield env.timeout(self._reduce_ns_one_aiv(fill_tokens, rows)
+                          + p.combine_doorbell_tasks * c.vf_launch_ns + self.spec.doorbell_ns)
+        t.mark("pipeline fill", s, env.now)
+        s = env.now
+        sends = []
+        for r in range(R):
+            n = int(plan.combine_tokens[d, :, r].sum())
+            if n == 0:
+                continue
+            res, units = self._reduction(d, r)
+            if r == d:                                  # self rows: reduced into the recv buffer
+                if max(units) > 0:
+                    sends.append(self._local(res, units))
+                continue
+            payload = n * sz.combine_wire_bytes
+            sends.append(self._send(d, r, payload, n * sz.combine_wqe_bytes, n, res, units))
+        yield env.all_of(sends)
+        t.mark("reduce + URMA transfer + drain", s, env.now)
+        s = env.now
+        yield from self._barrier("combine.exit", d, R - 1)
+        t.mark("exit barrier", s, env.now)
+        t.end_ns = env.now
+
+    def _reduction(self, d: int, r: int) -> tuple[tuple, tuple]:
+        """Resources and total work of owner d's reduction of the rows it returns to r: MTE2
+        reads of every expert row of tokens with >= 2 experts on d, their vector adds, the
+        MTE3 write of each partial sum, their HBM traffic, and one VF launch per task."""
+        plan, c = self.plan, self.costs
+        row = plan.sizes.expert_row_bytes
+        rows, toks = int(plan.reduce_rows[d, r]), int(plan.reduce_tokens[d, r])
+        tasks = int(plan.combine_tasks[d, :, r].sum())
+        elems = plan.params.hidden
+        res = (self.r_mte2[d], self.r_mte3[d], self.r_vec[d], self.r_aiv[d], self.r_hbm[d])
+        units = (rows * row, toks * row, rows * elems * c.reduce_ops_per_element,
+                 tasks * c.vf_launch_ns, (rows + toks) * row)
+        return res, units
+
+    def _local(self, res: tuple, units: tuple):
+        """Work with no network part: a transfer whose 'bytes' are the largest unit."""
+        size = max(units)
+        return self.net.start_weighted(size, res, tuple(u / size for u in units))
+
+    def _reduce_ns_one_aiv(self, tokens: int, rows_per_token: float) -> float:
+        chip, c, p = self.chip, self.costs, self.plan.params
+        row = self.plan.sizes.expert_row_bytes
+        rate = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
+        vec = chip.vector.ops_per_cycle["simple"] * chip.aiv_freq_GHz
+        return tokens * max(rows_per_token * row / rate,
+                            rows_per_token * p.hidden * c.reduce_ops_per_element / vec)
+
+    # -- run -----------------------------------------------------------------------------------
+    def run(self, kind: str) -> PhaseRun:
+        self._build()
+        R = self.spec.num_ranks
+        times = [RankTimes() for _ in range(R)]
+        body = self._dispatch_rank if kind == "dispatch" else self._combine_rank
+        messages = []
+        if self.tracer is not None:
+            self.net.on_served = lambda tr: messages.append(
+                (tr.src, tr.dst, tr.start_ns, tr.served_ns + tr.latency_ns)) if tr.src is not None else None
+        procs = [self.env.process(body(r, times[r])) for r in range(R)]
+        self.env.run()
+        if not all(pr.triggered for pr in procs):
+            raise RuntimeError(f"{kind}: ranks did not finish (a barrier never completed)")
+        if self.tracer is not None:
+            self.tracer.record(kind, self, times, sorted(messages))
+        return self._result(kind, times)
+
+    def _result(self, kind: str, times: list) -> PhaseRun:
+        plan, net, sz = self.plan, self.net, self.plan.sizes
+        pair = plan.pair_tokens if kind == "dispatch" else plan.pair_tokens.T
+        per_token = sz.dispatch_wire_bytes if kind == "dispatch" else sz.combine_wire_bytes
+        traffic = pair * per_token
+        np.fill_diagonal(traffic, 0)
+        self._check_conservation(kind, traffic)
+        net.sync()
+        recv = plan.recv_tokens() if kind == "dispatch" else \
+            plan.pair_tokens.sum(axis=1) - np.diag(plan.pair_tokens)
+        logical = sz.dispatch_logical_bytes if kind == "dispatch" else sz.combine_row_bytes
+        horizon = max(tt.end_ns for tt in times)
+        chip_util = {}
+        for name, ids in (("hbm", self.r_hbm), ("urma", self.r_urma), ("aiv_mte2", self.r_mte2),
+                          ("aiv_vec", self.r_vec)):
+            used = net.bytes_by_resource[ids] / (net.capacity[ids] * horizon)
+            chip_util[name] = float(used.max())
+        return PhaseRun(kind, times, recv, logical, float(net.bytes_by_resource[:net.num_network_resources].sum()),
+                        float(traffic.sum()), analytical_bound_ns(traffic, self.spec),
+                        net.hottest_links(5), chip_util, net.recomputes, net.transfers_started)
+
+    def _check_conservation(self, kind: str, traffic: np.ndarray) -> None:
+        """Every planned byte was sent exactly once (the network counts payload it carried)."""
+        sent = self.net.payload_bytes_sent
+        if not math.isclose(sent, float(traffic.sum()), rel_tol=1e-9):
+            raise RuntimeError(f"{kind}: conservation violated: {sent} payload bytes sent, "
+                               f"{traffic.sum()} planned")
+
+
+def dispatch_dtype_bits(dtype: str) -> int:
+    return DTYPE_BITS[dtype]

@@ -1,0 +1,69 @@
+"""Chrome trace of DeepEP runs: per-rank phase tracks, link utilization, send arrows.
+
+``DeepEPTracer.open(options)`` returns None unless a trace path was asked for. For
+each kernel run it writes: one process per rank (``rankNNN``) with a ``deepep``
+thread holding a span per phase; a ``network`` process with a counter track per
+link (busy fraction per time bin, from ``FlowNetwork.utilization_series``); and
+flow arrows from a sender's track to the receiver's, one per message train, for
+at most ``max_arrows`` trains per kernel (every k-th, so an EP128 trace stays small).
+Kernels follow each other on the time axis (combine starts where dispatch ended).
+"""
+
+from __future__ import annotations
+
+from simnode.engine.trace import Tracer
+
+MAX_ARROWS = 2000            # per kernel: ~0.3 MB of arrows whatever the EP size
+
+
+class DeepEPTracer:
+    def __init__(self, tracer: Tracer, max_arrows: int = MAX_ARROWS):
+        self.tracer = tracer
+        self.max_arrows = max_arrows
+        self.offset_ns = 0.0
+        self._flow_id = 0
+
+    @classmethod
+    def open(cls, options):
+        if options is None or not options.trace_path:
+            return None
+        return cls(Tracer(options.trace_path, options.trace_scopes or None))
+
+    def record(self, kind: str, sim, times, messages: list) -> None:
+        """Write one kernel run: ``times`` per rank, ``messages`` (src, dst, start, arrival)."""
+        tr, off = self.tracer, self.offset_ns
+        tids = []
+        for r, t in enumerate(times):
+            pid = tr.process(f"rank{r:03d}")
+            tid = tr.thread(pid, f"rank{r:03d}.deepep")
+            tids.append((pid, tid))
+            if tid is None:
+                continue
+            tr.span(pid, tid, kind, off + t.start_ns, t.end_ns - t.start_ns)
+            for name, (a, b) in t.phases.items():
+                tr.span(pid, tid, name, off + a, b - a)
+        step = max(1, len(messages) // self.max_arrows)
+        for src, dst, start, arrival in messages[::step]:
+            (sp, st), (dp, dt) = tids[src], tids[dst]
+            if st is None or dt is None:
+                continue
+            self._flow_id += 1
+            tr.flow("s", self._flow_id, sp, st, off + start, f"{kind} {src}->{dst}")
+            tr.flow("f", self._flow_id, dp, dt, off + arrival, f"{kind} {src}->{dst}")
+        net = sim.net
+        edges, util = net.utilization_series()
+        npid = tr.process("network")
+        for res in range(net.num_network_resources):
+            name = net.names[res]
+            if tr.thread(npid, name) is None:
+                continue
+            last = None
+            for b in range(util.shape[0]):
+                value = round(float(util[b, res]), 4)
+                if value != last:
+                    tr.counter(npid, f"util {name}", off + edges[b], {"busy": value})
+                    last = value
+        self.offset_ns = off + max(t.end_ns for t in times)
+
+    def close(self) -> None:
+        self.tracer.close()

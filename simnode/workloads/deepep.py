@@ -1,0 +1,147 @@
+"""Workload kind ``deepep``: DeepEP-Ascend dispatch and combine across a supernode (facts 4).
+
+Fields name the published configuration (facts 2.4) and the DeepEP software costs
+(facts 1.2, S6); ``num_ranks`` overrides the topology's ``supernode.num_ranks`` so
+one topology file serves every EP size. The result reports, per kernel, DeepEP's
+bandwidth convention -- tokens received over the network x logical bytes per token
+/ kernel time, averaged over ranks (min and max too); self-rank tokens are NOT
+counted, as they never cross the network -- with the wire bytes, the analytical
+bound, the simulated/bound ratio, the per-phase times and the hottest links.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from simnode import units
+from simnode.errors import ConfigError
+from simnode.moe.deepep import DeepEPCosts, DeepEPSim
+from simnode.moe.deepep_plan import DeepEPParams, build_plan
+from simnode.moe.routing import load_routing_file, route_supernode
+from simnode.network.spec import check_shape
+from simnode.report.result import Result
+from simnode.workloads.registry import Field, WorkloadKind, register
+
+FIELDS = (
+    Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0),
+    Field("tokens_per_rank", "int", 16384, "tokens each rank dispatches", min_value=1),
+    Field("hidden", "int", 7168, "hidden size", min_value=128),
+    Field("top_k", "int", 6, "experts per token", min_value=1),
+    Field("num_experts", "int", 256, "routed experts", min_value=1),
+    Field("dispatch_dtype", "str", "fp8", "dispatch payload dtype", ("fp8", "bf16")),
+    Field("combine_dtype", "str", "bf16", "combine payload dtype", ("bf16",)),
+    Field("phase", "str", "both", "which kernels to run", ("both", "dispatch", "combine")),
+    Field("routing", "str", "uniform", "routing policy", ("uniform", "zipf", "hot", "file")),
+    Field("zipf_exponent", "number", 1.0, "zipf routing exponent", min_value=0),
+    Field("hot_experts", "int", 4, "hot routing: experts 0..N-1 are hot", min_value=1),
+    Field("hot_share", "number", 0.25, "hot routing: share of all picks to hot experts", min_value=0),
+    Field("routing_file", "str", "", "routing trace (.npy or .npz) when routing = file"),
+    Field("seed", "int", 0, "routing seed", min_value=0),
+    Field("batch_window_ns", "number", 2000.0, "flow solver batching window (0 = exact)", min_value=0),
+    Field("kernel_launch_ns", "number", doc="kernel launch + InitSocState", min_value=0),
+    Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0),
+    Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0),
+    Field("slot_assign_ns_per_peer", "number", doc="prefix sums per destination rank", min_value=0),
+    Field("remote_store_ns", "number", doc="one scalar remote store or atomic", min_value=0),
+    Field("reduce_ops_per_element", "number", doc="vector ops per reduced BF16 element", min_value=0),
+)
+
+_COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
+
+
+def _topology_for(topology, params):
+    if topology.supernode is None:
+        raise ConfigError(topology.source, "supernode", "<missing>",
+                          "a supernode section: workload kind 'deepep' runs on a supernode")
+    n = params["num_ranks"]
+    if n and n != topology.supernode.num_ranks:
+        spec = dataclasses.replace(topology.supernode, num_ranks=n)
+        if n < 2:
+            raise ConfigError("workload", "num_ranks", n, "at least 2 ranks")
+        check_shape(spec)
+        topology = dataclasses.replace(topology, supernode=spec)
+    return topology
+
+
+def build_routes(params, num_ranks: int) -> np.ndarray:
+    args = (params["tokens_per_rank"], params["num_experts"], params["top_k"], num_ranks)
+    policy = params["routing"]
+    if policy == "file":
+        if not params["routing_file"]:
+            raise ConfigError("workload", "routing_file", "", "a .npy/.npz path when routing = file")
+        return load_routing_file(params["routing_file"], *args)
+    extra = {}
+    if policy == "zipf":
+        extra = {"zipf_exponent": params["zipf_exponent"]}
+    elif policy == "hot":
+        extra = {"hot_experts": list(range(params["hot_experts"])), "hot_share": params["hot_share"]}
+    return route_supernode(*args, policy=policy, seed=params["seed"], **extra)
+
+
+def run(topology, params: dict, options=None, name: str = "deepep"):
+    topology = _topology_for(topology, params)
+    R = topology.supernode.num_ranks
+    chip = topology.chip
+    dp = DeepEPParams(R, params["tokens_per_rank"], params["hidden"], params["top_k"],
+                      params["num_experts"], params["dispatch_dtype"], params["combine_dtype"],
+                      num_aiv=chip.num_ai_cores * chip.aiv_per_core,
+                      wqebb_bytes=topology.supernode.wqebb_bytes)
+    plan = build_plan(list(build_routes(params, R)), dp)
+    costs = DeepEPCosts(**{k: params[k] for k in _COST_FIELDS})
+    phases = ("dispatch", "combine") if params["phase"] == "both" else (params["phase"],)
+    from simnode.moe.deepep_trace import DeepEPTracer
+    tracer = DeepEPTracer.open(options)
+    runs = {}
+    try:
+        for kind in phases:
+            sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
+                            tracer=tracer)
+            runs[kind] = sim.run(kind)
+    finally:
+        if tracer is not None:
+            tracer.close()
+    return _result(name, topology, plan, runs)
+
+
+def _result(name, topology, plan, runs) -> Result:
+    details = {"num_ranks": topology.supernode.num_ranks,
+               "routing_dest_ranks_per_token": float(plan.pair_tokens.sum() / plan.pair_tokens.shape[0]
+                                                     / plan.params.tokens_per_rank),
+               "byte_convention": "received tokens (self-rank excluded) x logical bytes / kernel time"}
+    total_ns = 0.0
+    hbm_util = 0.0
+    bottleneck = ""
+    worst = -1.0
+    for kind, pr in runs.items():
+        k = pr.kernel_ns
+        g = pr.GBps
+        total_ns += float(k.mean())
+        details[f"{kind}_ns"] = float(k.mean())
+        details[f"{kind}_GBps"] = float(g.mean())
+        details[f"{kind}_GBps_min"] = float(g.min())
+        details[f"{kind}_GBps_max"] = float(g.max())
+        details[f"bound_{kind}_ns"] = pr.bound_ns
+        details[f"{kind}_sim_over_bound"] = float(k.mean() / pr.bound_ns) if pr.bound_ns else 0.0
+        details[f"{kind}_logical_bytes_per_token"] = pr.logical_bytes_per_token
+        details[f"{kind}_recv_tokens_mean"] = float(pr.recv_tokens.mean())
+        details[f"{kind}_wire_bytes"] = pr.wire_bytes
+        details[f"{kind}_phases_us"] = {n: round(units.ns_to_us(b - a), 3)
+                                        for n, (a, b) in pr.ranks[0].phases.items()}
+        details[f"{kind}_hottest_links"] = [{"link": n, "bytes": b, "util_frac": round(u, 4)}
+                                            for n, b, u in pr.hottest]
+        details[f"{kind}_chip_util_frac"] = pr.resources
+        details[f"{kind}_solver_recomputes"] = pr.solver_recomputes
+        hbm_util = max(hbm_util, pr.resources["hbm"])
+        cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
+        cands += [(u, f"rank {res}") for res, u in pr.resources.items()]
+        for u, label in cands:
+            if u > worst:
+                worst, bottleneck = u, f"{label} ({kind})"
+    return Result(name, "deepep", total_ns, 0.0, 0.0, bottleneck, {}, 0.0, 0.0, 0.0, 0.0, 0.0,
+                  hbm_util, sum(pr.bound_ns for pr in runs.values()), details)
+
+
+KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
+                             needs_supernode=True))
