@@ -1,7 +1,9 @@
-"""Command line: ``simnode run``, ``simnode schedule``.
+"""Command line: ``simnode run``, ``simnode sweep``, ``simnode schedule``.
 
 ``simnode run TOPOLOGY WORKLOAD [--set KEY=VALUE ...] [--json] [--trace FILE]``
 runs one workload and prints its result as a table (or one JSON object).
+``simnode sweep TOPOLOGY WORKLOAD --param FIELD=V1,V2 ...`` runs the grid in parallel
+processes and prints a table (``--json``: a list of result objects).
 ``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
 chip workload would run, without running them.
 
@@ -35,6 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
                      help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
     run.add_argument("--seed", type=int, default=0, help="random seed (routing and the like)")
+    sweep = sub.add_parser("sweep", help="run a grid of --param values in parallel")
+    _add_common(sweep)
+    sweep.add_argument("--param", dest="params", action="append", default=[],
+                       metavar="FIELD=V1,V2,...", help="a swept field (as --set); repeatable: "
+                       "the grid is their cartesian product")
+    sweep.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
+    sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
     sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")
     _add_common(sched)
     sched.add_argument("--core", type=int, default=0, help="which core to list")
@@ -52,6 +61,20 @@ def cmd_run(args) -> int:
     opts = RunOptions(args.trace, args.trace_scope, args.seed)
     result = inputs.kind.run(inputs.topology, inputs.params, opts, name=_name(args.workload))
     print(to_json(result) if args.json else format_table(result))
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    import json
+
+    from simnode.sweep import format_sweep, parse_params, run_sweep
+    params = parse_params(args.params)
+    rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
+                     name=_name(args.workload))
+    if args.json:
+        print(json.dumps([{"point": p, **r.to_dict()} for p, r in rows], indent=2))
+    else:
+        print(format_sweep(rows))
     return 0
 
 
@@ -91,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"run": cmd_run, "schedule": cmd_schedule}[args.command](args)
+        return {"run": cmd_run, "sweep": cmd_sweep, "schedule": cmd_schedule}[args.command](args)
     except SimnodeError as exc:
         print(f"simnode: error: {exc}", file=sys.stderr)
         return 2
