@@ -28,10 +28,11 @@ Routing (``spec.routing`` unless overridden):
   Spine links then carry ``1/num_spines`` of the aggregate each.
 
 Batching: ``batch_window_ns`` (see ``simnode.network.share``) trades accuracy for
-solver runs; errors are pessimistic and at most the window per start or end. Keep
-it well below a message's duration: an EP128 all-to-all of ~90 kB messages (each
-~14 us at its fair share) runs 1.04 M messages with 35 k solves at 50 ns and 9 k at
-200 ns, 0.6% slower in simulated time (benchmarks/bench_network.py); 0 is exact.
+solver runs; a resource is never over-used and each start or end moves by at most
+the window. Keep it well below a message's duration: an EP128 all-to-all of 1.04 M
+messages of ~90 kB (~14 us each at its fair share; benchmarks/bench_network.py)
+needs 155 k / 35 k / 9 k / 1.9 k solves at 10 / 50 / 200 / 1000 ns (540 / 115 / 43 /
+~35 s wall) and simulates 1844.7 / 1841.4 / 1852.8 / 1889.9 us. 0 is exact.
 
 Not modeled here: the per-message engine costs of ``SupernodeSpec``
 (``wqe_processing_ns``, ``doorbell_ns``, ``wqebb_bytes``) belong to the sender's URMA
