@@ -4,6 +4,8 @@
 runs one workload and prints its result as a table (or one JSON object).
 ``simnode sweep TOPOLOGY WORKLOAD --param FIELD=V1,V2 ...`` runs the grid in parallel
 processes and prints a table (``--json``: a list of result objects).
+``simnode validate`` runs every published case and prints model vs published (exit 1
+if any case leaves its tolerance).
 ``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
 chip workload would run, without running them.
 
@@ -44,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "the grid is their cartesian product")
     sweep.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
     sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
+    val = sub.add_parser("validate", help="compare the model with every published figure")
+    val.add_argument("--cases", default=None, metavar="FILE",
+                     help="validation file (default: validation/published.yaml of this checkout)")
+    val.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                     help="an override applied to every case (e.g. a what-if on the hardware)")
+    val.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
     sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")
     _add_common(sched)
     sched.add_argument("--core", type=int, default=0, help="which core to list")
@@ -76,6 +84,17 @@ def cmd_sweep(args) -> int:
     else:
         print(format_sweep(rows))
     return 0
+
+
+def cmd_validate(args) -> int:
+    from pathlib import Path
+
+    from simnode.validate import format_cases, load_cases, run_cases
+    path = Path(args.cases) if args.cases else Path(__file__).resolve().parent.parent / "validation" / "published.yaml"
+    rows = run_cases(load_cases(path), path.parent.parent if not args.cases else Path.cwd(),
+                     args.sets, args.jobs)
+    print(format_cases(rows))
+    return 0 if all(r.ok for r in rows) else 1
 
 
 def cmd_schedule(args) -> int:
@@ -114,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"run": cmd_run, "sweep": cmd_sweep, "schedule": cmd_schedule}[args.command](args)
+        return {"run": cmd_run, "sweep": cmd_sweep, "validate": cmd_validate,
+                "schedule": cmd_schedule}[args.command](args)
     except SimnodeError as exc:
         print(f"simnode: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,72 @@
+"""``simnode validate``: case file loading, the table, and exit 1 on a perturbed parameter."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from simnode.cli import main
+from simnode.errors import ConfigError
+from simnode.validate import load_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cases(tmp_path, published: float, tolerance: float = 0.05) -> Path:
+    """A one-case file for a small GEMM (fast), its paths relative to the repository."""
+    wl = tmp_path / "gemm.yaml"
+    wl.write_text("kind: gemm\nm: 256\nn: 512\nk: 1024\n")
+    path = tmp_path / "cases.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        version: 1
+        cases:
+          - id: small-gemm
+            source: test
+            topology: {ROOT / 'topologies' / 'ascend950dt.yaml'}
+            workload: {wl}
+            metric: makespan_ns
+            published: {published}
+            tolerance: {tolerance}
+        """))
+    return path
+
+
+def _model_makespan(tmp_path, capsys) -> float:
+    main(["run", str(ROOT / "topologies" / "ascend950dt.yaml"), str(tmp_path / "gemm.yaml"), "--json"])
+    import json
+    return json.loads(capsys.readouterr().out)["makespan_ns"]
+
+
+def test_within_tolerance_exits_0_and_prints_the_table(tmp_path, capsys):
+    _cases(tmp_path, 1.0)
+    model = _model_makespan(tmp_path, capsys)
+    path = _cases(tmp_path, model)
+    assert main(["validate", "--cases", str(path), "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "small-gemm" in out and "yes" in out and "1 of 1 within tolerance" in out
+
+
+def test_a_perturbed_hardware_parameter_exits_1(tmp_path, capsys):
+    _cases(tmp_path, 1.0)
+    model = _model_makespan(tmp_path, capsys)
+    path = _cases(tmp_path, model)
+    code = main(["validate", "--cases", str(path), "--jobs", "1",
+                 "--set", "topology.chip.aic_freq_GHz=0.825"])
+    assert code == 1
+    assert "NO" in capsys.readouterr().out
+
+
+def test_shipped_case_file_loads():
+    cases = load_cases(ROOT / "validation" / "published.yaml")
+    assert {c.metric for c in cases} >= {"tflops", "dispatch_GBps", "combine_GBps"}
+    assert all(c.tolerance > 0 and c.published > 0 for c in cases)
+
+
+def test_bad_case_file_names_the_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("version: 1\ncases:\n  - id: x\n    source: s\n    topology: t\n    workload: w\n"
+                    "    metric: m\n    published: -3\n    tolerance: 0.1\n")
+    with pytest.raises(ConfigError, match=r"cases\[0\]\.published = -3"):
+        load_cases(path)
