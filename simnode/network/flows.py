@@ -32,7 +32,7 @@ solver runs; a resource is never over-used and each start or end moves by at mos
 the window. Keep it well below a message's duration: an EP128 all-to-all of 1.04 M
 messages of ~90 kB (~14 us each at its fair share; benchmarks/bench_network.py)
 needs 155 k / 35 k / 9 k / 1.9 k solves at 10 / 50 / 200 / 1000 ns (540 / 115 / 43 /
-~35 s wall) and simulates 1844.7 / 1841.4 / 1852.8 / 1889.9 us. 0 is exact.
+46 s wall) and simulates 1844.7 / 1841.4 / 1852.8 / 1889.9 us. 0 is exact.
 
 Not modeled here: the per-message engine costs of ``SupernodeSpec``
 (``wqe_processing_ns``, ``doorbell_ns``, ``wqebb_bytes``) belong to the sender's URMA
