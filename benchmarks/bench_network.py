@@ -61,7 +61,7 @@ def main() -> None:
                     help="split a (queue, peer) batch into messages of this many tokens "
                          "(6 = one dispatch SQE, facts 4.2); 0 = one message per peer")
     ap.add_argument("--routing", choices=("spray", "ecmp"), default=None)
-    ap.add_argument("--window-ns", type=float, default=50.0, help="batch_window_ns")
+    ap.add_argument("--window-ns", type=float, default=200.0, help="batch_window_ns")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
