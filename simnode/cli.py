@@ -18,7 +18,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+import importlib
+
 from simnode.errors import SimnodeError
+
+#: further subcommands, one module each in simnode/commands/: ``register(subparsers)`` adds
+#: a parser whose ``func`` default runs it (returns the exit code)
+PLUGIN_COMMANDS: tuple[str, ...] = ()
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -56,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(sched)
     sched.add_argument("--core", type=int, default=0, help="which core to list")
     sched.add_argument("--max-per-pipe", type=int, default=20, help="records shown per pipe")
+    run.set_defaults(func=cmd_run)
+    sweep.set_defaults(func=cmd_sweep)
+    val.set_defaults(func=cmd_validate)
+    sched.set_defaults(func=cmd_schedule)
+    for name in PLUGIN_COMMANDS:
+        importlib.import_module(f"simnode.commands.{name}").register(sub)
     return parser
 
 
@@ -133,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"run": cmd_run, "sweep": cmd_sweep, "validate": cmd_validate,
-                "schedule": cmd_schedule}[args.command](args)
+        return args.func(args)
     except SimnodeError as exc:
         print(f"simnode: error: {exc}", file=sys.stderr)
         return 2
