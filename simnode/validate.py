@@ -14,6 +14,7 @@ from pathlib import Path
 
 from simnode.config.fields import Reader, load_yaml
 from simnode.errors import ConfigError
+from simnode.parallel import run_all
 
 
 @dataclass(frozen=True)
@@ -64,31 +65,13 @@ def load_cases(path) -> list[Case]:
     return cases
 
 
-def _run(args):
-    topology, workload, sets = args
-    from simnode.workloads.loader import load_inputs
-    from simnode.workloads.registry import RunOptions
-    inputs = load_inputs(topology, workload, list(sets))
-    return inputs.kind.run(inputs.topology, inputs.params, RunOptions(), name=Path(workload).stem).to_dict()
-
-
 def run_cases(cases: list[Case], root: Path, sets=(), jobs: int = 0) -> list[CaseResult]:
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-    keys = []
-    for c in cases:
-        key = (str(root / c.topology), str(root / c.workload), c.sets + tuple(sets))
-        if key not in keys:
-            keys.append(key)
-    jobs = jobs or min(len(keys), os.cpu_count() or 1)
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            outs = dict(zip(keys, pool.map(_run, keys)))
-    else:
-        outs = {k: _run(k) for k in keys}
+    def task(c: Case):
+        return (str(root / c.topology), str(root / c.workload), c.sets + tuple(sets))
+    outs = run_all([task(c) for c in cases], jobs)
     rows = []
     for c in cases:
-        out = outs[(str(root / c.topology), str(root / c.workload), c.sets + tuple(sets))]
+        out = outs[task(c)]
         if c.metric not in out:
             raise ConfigError(c.id, "metric", c.metric, "a key of the run's JSON result: "
                               + ", ".join(k for k, v in out.items() if isinstance(v, (int, float))))
