@@ -1,6 +1,8 @@
 """Run one kernel schedule on one chip, with optional tracing: shared by chip kinds.
 
-``run_schedule(topology, schedule, options)`` -> ``ChipRun``. With a trace path, the
+``run_schedule(topology, schedule, options)`` -> ``ChipRun``; ``chip_kind_result`` runs
+a schedule and builds the kind's ``Result`` (the generator's meta as details, plus the
+L2 hit share, the instruction count and the roofline bounds). With a trace path, the
 pipes become threads of a "chip0" process and the L2 and HBM bandwidth in use
 become counter tracks (written only when they change).
 """
@@ -32,6 +34,22 @@ def run_schedule(topology, schedule, options: RunOptions | None = None) -> ChipR
         return run
     finally:
         tracer.close()
+
+
+def chip_kind_result(name: str, kind: str, topology, schedule, options, bound: dict | None = None,
+                     extra: dict | None = None):
+    """Run ``schedule`` and return its Result; ``bound`` holds ``bound_ns`` and its terms."""
+    from simnode.report.result import chip_result
+    run = run_schedule(topology, schedule, options)
+    details = {k: v for k, v in schedule.meta.items() if k != "kind"}
+    details.update(extra or {})
+    bound = bound or {}
+    for term in ("compute_ns", "l2_ns", "hbm_ns"):
+        if term in bound:
+            details[f"bound_{term}"] = bound[term]
+    details["l2_hit_frac"] = run.l2_hits / max(1, run.l2_hits + run.l2_misses)
+    details["instructions"] = schedule.num_instructions()
+    return chip_result(name, kind, run, topology.chip, bound.get("bound_ns", 0.0), details), run
 
 
 class BandwidthCounters:

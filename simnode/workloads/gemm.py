@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
-from simnode.report.result import chip_result
-from simnode.workloads.chiprun import run_schedule
+from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import Field, WorkloadKind, register
 
 FIELDS = (
@@ -29,16 +28,9 @@ def build(topology, params: dict):
 
 def run(topology, params: dict, options=None, name: str = "gemm"):
     p, sched = build(topology, params)
-    chip_run = run_schedule(topology, sched, options)
-    bound = gemm_roofline(topology.chip, p, sched)
-    details = dict(sched.meta)
-    details.pop("kind", None)
-    details["peak_tflops"] = topology.chip.peak_tflops(p.dtype)
-    details["bound_compute_ns"] = bound["compute_ns"]
-    details["bound_hbm_ns"] = bound["hbm_ns"]
-    details["bound_l2_ns"] = bound["l2_ns"]
-    details["l2_hit_frac"] = chip_run.l2_hits / max(1, chip_run.l2_hits + chip_run.l2_misses)
-    return chip_result(name, "gemm", chip_run, topology.chip, bound["bound_ns"], details)
+    extra = {"peak_tflops": topology.chip.peak_tflops(p.dtype)}
+    return chip_kind_result(name, "gemm", topology, sched, options,
+                            gemm_roofline(topology.chip, p, sched), extra)[0]
 
 
 KIND = register(WorkloadKind("gemm", FIELDS, run, "dense GEMM C = A x B on one chip",

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from simnode.kernels.sparse_mla import (DEFAULT_RESCALE_SHARE, SparseMlaParams,
                                         sparse_mla_roofline, sparse_mla_schedule)
-from simnode.report.result import chip_result
-from simnode.workloads.chiprun import run_schedule
+from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import Field, WorkloadKind, register
 
 KV_DTYPES = ("bf16", "fp8", "fp4")
@@ -54,17 +53,9 @@ def build(topology, params: dict):
 
 def run(topology, params: dict, options=None, name: str = "sparse_mla"):
     p, sched = build(topology, params)
-    chip_run = run_schedule(topology, sched, options)
-    bound = sparse_mla_roofline(topology.chip, p)
-    details = dict(sched.meta)
-    details.pop("kind", None)
-    details["peak_tflops"] = topology.chip.peak_tflops("bf16")
-    details["bound_compute_ns"] = bound["compute_ns"]
-    details["bound_l2_ns"] = bound["l2_ns"]
-    details["bound_hbm_ns"] = bound["hbm_ns"]
-    details["l2_hit_frac"] = chip_run.l2_hits / max(1, chip_run.l2_hits + chip_run.l2_misses)
-    details["instructions"] = sched.num_instructions()
-    return chip_result(name, "sparse_mla", chip_run, topology.chip, bound["bound_ns"], details)
+    extra = {"peak_tflops": topology.chip.peak_tflops("bf16")}
+    return chip_kind_result(name, "sparse_mla", topology, sched, options,
+                            sparse_mla_roofline(topology.chip, p), extra)[0]
 
 
 KIND = register(WorkloadKind("sparse_mla", FIELDS, run,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from simnode import units
 from simnode.kernels.topk import TopkParams, topk_schedule
-from simnode.report.result import chip_result
-from simnode.workloads.chiprun import run_schedule
+from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import Field, WorkloadKind, register
 
 FIELDS = (
@@ -32,13 +31,10 @@ def build(topology, params: dict):
 
 def run(topology, params: dict, options=None, name: str = "topk"):
     p, sched = build(topology, params)
-    chip_run = run_schedule(topology, sched, options)
-    details = dict(sched.meta)
-    details.pop("kind", None)
+    result, chip_run = chip_kind_result(name, "topk", topology, sched, options)
     span_s = chip_run.makespan_ns / units.NS_PER_S
-    details["rows_per_s"] = p.rows / span_s if span_s else 0.0
-    details["instructions"] = sched.num_instructions()
-    return chip_result(name, "topk", chip_run, topology.chip, 0.0, details)
+    result.details["rows_per_s"] = p.rows / span_s if span_s else 0.0
+    return result
 
 
 KIND = register(WorkloadKind("topk", FIELDS, run,
