@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from simnode.config.overrides import parse_assignment
 from simnode.errors import ConfigError
+from simnode.report.columns import align
 from simnode.units import ns_to_us
 
 
@@ -83,5 +84,4 @@ def format_sweep(rows: list) -> str:
         line += [f"{r.details[k]:.3f}" if k.endswith("bound") else f"{r.details[k]:.1f}" for k in extra]
         line.append(r.bottleneck)
         table.append(line)
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
+    return align(table)

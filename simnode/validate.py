@@ -15,6 +15,7 @@ from pathlib import Path
 from simnode.config.fields import Reader, load_yaml
 from simnode.errors import ConfigError
 from simnode.parallel import run_all
+from simnode.report.columns import align
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,7 @@ def format_cases(rows: list[CaseResult]) -> str:
     table = [header] + [[r.case.id, r.case.metric, f"{r.model:.1f}", f"{r.case.published:g}",
                          f"{100 * r.error_frac:+.1f}", f"{100 * r.case.tolerance:.0f}",
                          "yes" if r.ok else "NO", r.case.source] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    lines = [align(table)]
     errs = [abs(r.error_frac) for r in rows]
     lines.append(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max |error| {100 * max(errs):.1f}%, "
                  f"{sum(r.ok for r in rows)} of {len(rows)} within tolerance")
