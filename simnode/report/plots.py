@@ -1,0 +1,225 @@
+"""Plots of results as PNG bytes (matplotlib, Agg canvas; no pyplot, no global state).
+
+- ``bandwidth_vs_ep_png(points, published)``: DeepEP dispatch and combine GB/s
+  against the EP size (``num_ranks``), one line per other swept setting, with the
+  published figures of validation/published.yaml overlaid (``published_points``)
+  as markers with their tolerance as error bars.
+- ``link_heatmap_png(network_util)``: busy fraction of each network link over time,
+  one panel per kernel (dispatch, combine); the ``max_links`` links with the highest
+  mean busy fraction, busiest on top.
+- ``pipe_busy_png(points)``: mean busy fraction of every pipe, one panel per core
+  kind (AIC, AIV), one bar per run.
+- ``roofline_png(points)``: each kernel's position against its roofline bound.
+  x = the TFLOPS the kernel would reach at its lower bound, flops / roofline_ns
+  (roofline_ns is the largest of the compute, L2 and HBM times at peak rates);
+  y = achieved TFLOPS, flops / makespan_ns. The diagonal y = x is the roofline: a
+  point's height below it is the simulated/bound ratio (makespan_ns / roofline_ns).
+  Kernels without flops (DeepEP) have no point here; their bound ratio is in the
+  report's tables.
+
+Every function takes plain result dicts (``Result.to_dict()``) and returns PNG bytes;
+one with nothing to plot raises ``ValueError`` (``has_*`` tell beforehand).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from simnode import units
+
+#: the published cases of this checkout (absent from a non-editable install)
+DEFAULT_CASES = Path(__file__).resolve().parents[2] / "validation" / "published.yaml"
+BANDWIDTH_METRICS = ("dispatch_GBps", "combine_GBps")
+CORE_KINDS = {"aic": "AIC (cube core)", "aiv": "AIV (vector core)"}
+_COLORS = {"dispatch_GBps": "tab:blue", "combine_GBps": "tab:orange"}
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    # no Software/date metadata: the same figure gives the same bytes
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+# -- (a) bandwidth vs EP size ------------------------------------------------------------
+
+def published_points(workload: str, cases_path=None) -> list[dict]:
+    """Published DeepEP bandwidths of ``workload`` (a workload file stem) at plain EP sizes:
+    [{"metric", "num_ranks", "GBps", "tolerance_frac", "source"}]. Read from the validation
+    file (default: validation/published.yaml of this checkout; none if it is absent).
+    Cases that set fields other than num_ranks are a different configuration and left out."""
+    from simnode.validate import load_cases
+    path = Path(cases_path) if cases_path else DEFAULT_CASES
+    if cases_path is None and not path.exists():
+        return []
+    out = []
+    for case in load_cases(path):
+        sets = dict(s.split("=", 1) for s in case.sets)
+        if (case.metric in BANDWIDTH_METRICS and Path(case.workload).stem == workload
+                and set(sets) == {"num_ranks"}):
+            out.append({"metric": case.metric, "num_ranks": int(sets["num_ranks"]),
+                        "GBps": case.published, "tolerance_frac": case.tolerance, "source": case.source})
+    return out
+
+
+def has_bandwidth(points) -> bool:
+    return any(m in p.result for p in points for m in BANDWIDTH_METRICS)
+
+
+def bandwidth_vs_ep_png(points, published=(), title: str = "") -> bytes:
+    """``points``: PointData of DeepEP runs (result has num_ranks and *_GBps)."""
+    if not has_bandwidth(points):
+        raise ValueError("no DeepEP bandwidth (dispatch_GBps / combine_GBps) to plot")
+    fig = Figure(figsize=(7.5, 4.5))
+    ax = fig.add_subplot()
+    series: dict[str, list] = {}
+    for p in points:
+        others = ", ".join(f"{k}={v}" for k, v in p.point.items() if k != "num_ranks")
+        series.setdefault(others, []).append(p.result)
+    markers = "osD^v<>p"
+    ranks_seen = set()
+    for i, (others, results) in enumerate(series.items()):
+        results = sorted(results, key=lambda r: r["num_ranks"])
+        x = [r["num_ranks"] for r in results]
+        ranks_seen.update(x)
+        for metric in BANDWIDTH_METRICS:
+            if metric not in results[0]:
+                continue
+            label = f"{metric.split('_')[0]} (model{', ' + others if others else ''})"
+            ax.plot(x, [r[metric] for r in results], marker=markers[i % len(markers)],
+                    color=_COLORS[metric] if len(series) == 1 else None, label=label)
+    for metric in BANDWIDTH_METRICS:
+        pub = [q for q in published if q["metric"] == metric]
+        if pub:
+            ranks_seen.update(q["num_ranks"] for q in pub)
+            ax.errorbar([q["num_ranks"] for q in pub], [q["GBps"] for q in pub],
+                        yerr=[q["GBps"] * q["tolerance_frac"] for q in pub], fmt="*", markersize=13,
+                        capsize=4, color=_COLORS[metric], markeredgecolor="black",
+                        label=f"{metric.split('_')[0]} (published, bar = tolerance)")
+    ax.set_xscale("log", base=2)
+    ticks = sorted(ranks_seen)
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlabel("EP size (num_ranks)")
+    ax.set_ylabel("bandwidth (GB/s per rank)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title(title or "DeepEP bandwidth vs EP size")
+    fig.tight_layout()
+    return _png(fig)
+
+
+# -- (b) link utilization heat map ---------------------------------------------------------
+
+def busiest_links(links: dict, max_links: int) -> list[str]:
+    """The ``max_links`` names of ``links`` ({name: [busy frac per bin]}) with the highest
+    mean busy fraction, busiest first (ties by name)."""
+    return sorted(links, key=lambda n: (-float(np.mean(links[n])), n))[:max_links]
+
+
+def link_heatmap_png(network_util: dict, max_links: int = 24, title: str = "") -> bytes:
+    """``network_util``: {kernel: {"bin_edges_ns": [...], "links": {name: [busy frac per bin]}}}."""
+    kernels = [k for k, s in network_util.items() if s.get("links") and len(s.get("bin_edges_ns", [])) > 1]
+    if not kernels:
+        raise ValueError("no binned link utilization to plot")
+    shown = [min(max_links, len(network_util[k]["links"])) for k in kernels]
+    fig = Figure(figsize=(9, 1.2 + sum(0.22 * n + 1.1 for n in shown)), layout="constrained")
+    axes = fig.subplots(len(kernels), 1, squeeze=False,
+                        gridspec_kw={"height_ratios": [n + 4 for n in shown]})[:, 0]
+    image = None
+    for ax, kernel in zip(axes, kernels):
+        edges_us = units.ns_to_us(np.asarray(network_util[kernel]["bin_edges_ns"], dtype=float))
+        links = network_util[kernel]["links"]
+        order = busiest_links(links, max_links)
+        data = np.vstack([np.asarray(links[n], dtype=float) for n in order])
+        image = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=1,
+                          extent=(edges_us[0], edges_us[-1], len(order), 0))
+        ax.set_yticks(np.arange(len(order)) + 0.5, order, fontsize=7)
+        ax.set_xlabel("time (us)")
+        hidden = len(links) - len(order)
+        ax.set_title(f"{kernel}: {len(order)} busiest links by mean busy fraction"
+                     + (f" ({hidden} more not shown)" if hidden > 0 else ""), fontsize=9)
+    fig.colorbar(image, ax=list(axes), label="busy fraction", fraction=0.03)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return _png(fig)
+
+
+# -- (c) per-pipe busy fractions -------------------------------------------------------------
+
+def has_pipes(points) -> bool:
+    return any(p.result.get("pipe_busy_frac") for p in points)
+
+
+def pipe_busy_png(points, title: str = "") -> bytes:
+    """Bars of ``pipe_busy_frac`` ({"aic.m": frac, ...}) per core kind, one bar per run."""
+    if not has_pipes(points):
+        raise ValueError("no per-pipe busy fractions to plot")
+    points = [p for p in points if p.result.get("pipe_busy_frac")]
+    kinds = sorted({k.split(".")[0] for p in points for k in p.result["pipe_busy_frac"]})
+    fig = Figure(figsize=(4.0 * len(kinds) + 1.5, 4.2))
+    axes = fig.subplots(1, len(kinds), squeeze=False)[0]
+    width = 0.8 / len(points)
+    for ax, kind in zip(axes, kinds):
+        pipes = sorted({k for p in points for k in p.result["pipe_busy_frac"] if k.startswith(kind + ".")})
+        x = np.arange(len(pipes))
+        for i, p in enumerate(points):
+            busy = [100 * p.result["pipe_busy_frac"].get(pipe, 0.0) for pipe in pipes]
+            ax.bar(x + (i - (len(points) - 1) / 2) * width, busy, width, label=p.label)
+        ax.set_xticks(x, [pipe.split(".", 1)[1].upper() for pipe in pipes])
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("busy (% of makespan)")
+        ax.set_title(CORE_KINDS.get(kind, kind), fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    if len(points) > 1:
+        axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+# -- (d) roofline position -------------------------------------------------------------------
+
+def _on_roofline(p) -> bool:
+    r = p.result
+    return bool(r.get("flops")) and bool(r.get("roofline_ns")) and bool(r.get("makespan_ns"))
+
+
+def has_roofline(points) -> bool:
+    return any(_on_roofline(p) for p in points)
+
+
+def roofline_png(points, title: str = "") -> bytes:
+    """Achieved TFLOPS (flops / makespan_ns) against bound TFLOPS (flops / roofline_ns)."""
+    points = [p for p in points if _on_roofline(p)]
+    if not points:
+        raise ValueError("no kernel with flops and a roofline bound to plot")
+    fig = Figure(figsize=(6.5, 5.0))
+    ax = fig.add_subplot()
+    bound = [units.tflops(p.result["flops"], p.result["roofline_ns"]) for p in points]
+    achieved = [units.tflops(p.result["flops"], p.result["makespan_ns"]) for p in points]
+    top = max(bound + achieved + [p.result.get("peak_tflops", 0.0) for p in points]) * 1.1
+    line = np.array([0.0, top])
+    ax.plot(line, line, color="black", lw=1, label="roofline (achieved = bound)")
+    ax.plot(line, 0.5 * line, color="grey", lw=1, ls="--", label="half the bound")
+    peaks = sorted({p.result["peak_tflops"] for p in points if p.result.get("peak_tflops")})
+    for peak in peaks:
+        ax.axhline(peak, color="tab:red", lw=1, ls=":", label=f"peak compute {peak:.0f} TFLOPS")
+    for p, x, y in zip(points, bound, achieved):
+        ax.scatter([x], [y], s=40, zorder=3)
+        ax.annotate(f"{p.label}\nsim/bound {p.result['makespan_ns'] / p.result['roofline_ns']:.3f}",
+                    (x, y), textcoords="offset points", xytext=(-8, -22), fontsize=7, ha="right")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("roofline-bound TFLOPS (flops / roofline_ns)")
+    ax.set_ylabel("achieved TFLOPS (flops / makespan_ns)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title or "position against the roofline bound")
+    fig.tight_layout()
+    return _png(fig)
