@@ -1,0 +1,189 @@
+"""``simnode report``: the page for run and sweep folders (tables with units, ratios,
+hottest links, bottlenecks, embedded plots, nothing external), its user errors (one
+line, exit 2), and the page opened in headless Chromium (Debian's ``chromium``, which
+the README's test command installs): no console errors, every plot decoded and non-blank.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from simnode.report.html import render_html, write_report
+from simnode.report.folder import load_folder
+
+CHROMIUM = "/usr/bin/chromium"
+IMG_SRC = re.compile(r'<img [^>]*src="([^"]*)"')
+
+
+def assert_self_contained(page: str) -> None:
+    srcs = IMG_SRC.findall(page)
+    assert srcs and all(re.fullmatch(r"data:image/png;base64,[A-Za-z0-9+/=]+", s) for s in srcs)
+    text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
+    assert not re.search(r"(https?:|ftp:|file:|//[a-z0-9])", text, re.I), "external URL in the page"
+    assert "<script" not in text and "<link" not in text and "@import" not in text and "url(" not in text
+    assert not re.search(r'\b(src|href)="[^"]', text), "a reference outside the embedded images"
+
+
+def headers(page: str) -> list[str]:
+    return re.findall(r"<th>(.*?)</th>", page)
+
+
+def test_run_report_gemm(gemm_run_dir, cli):
+    res = cli("report", gemm_run_dir)
+    assert res.code == 0 and res.err == "", res.err
+    out = gemm_run_dir / "report.html"
+    assert res.out.strip() == f"wrote {out}"
+    page = out.read_text()
+    assert_self_contained(page)
+    assert all(re.search(r"\(.+\)$", h) for h in headers(page)), headers(page)
+    assert "simulated / bound (ratio)" in headers(page) and "achieved (TFLOPS)" in headers(page)
+    result = json.loads((gemm_run_dir / "result.json").read_text())
+    assert f"{result['makespan_ns'] / result['roofline_ns']:,.3f}" in page
+    assert result["bottleneck"] in page
+    assert len(IMG_SRC.findall(page)) == 2                  # pipe bars and roofline position
+    assert "Configuration" in page
+
+
+def test_run_report_deepep(deepep_run_dir, tmp_path, cli):
+    target = tmp_path / "deepep.html"
+    res = cli("report", deepep_run_dir, "-o", target)
+    assert res.code == 0, res.err
+    page = target.read_text()
+    assert_self_contained(page)
+    result = json.loads((deepep_run_dir / "result.json").read_text())
+    for kernel in ("dispatch", "combine"):
+        assert f"{result[f'{kernel}_sim_over_bound']:,.3f}" in page
+        assert f"{result[f'{kernel}_GBps']:,.1f}" in page
+        for link in result[f"{kernel}_hottest_links"]:
+            assert f">{link['link'].replace('>', '&gt;')}<" in page
+    assert "Hottest links" in page and "busy (% of kernel time)" in headers(page)
+    assert all(re.search(r"\(.+\)$", h) for h in headers(page))
+    assert len(IMG_SRC.findall(page)) == 2                  # bandwidth vs EP and link heat map
+
+
+def test_sweep_report(deepep_sweep_dir):
+    page = write_report(deepep_sweep_dir).read_text()
+    assert_self_contained(page)
+    assert "num_ranks (swept value)" in headers(page)
+    assert len(IMG_SRC.findall(page)) == 3                  # bandwidth vs EP + one heat map per point
+    for p in load_folder(deepep_sweep_dir).points:
+        assert p.result["bottleneck"].replace(">", "&gt;") in page
+    assert render_html(load_folder(deepep_sweep_dir)) == page   # deterministic
+
+
+def _error(res) -> str:
+    assert res.code == 2 and res.out == ""
+    assert res.err.count("\n") == 1 and res.err.startswith("simnode: error: ") and "Traceback" not in res.err
+    return res.err
+
+
+def test_missing_folder_is_an_error(tmp_path, cli):
+    assert "expected an existing folder" in _error(cli("report", tmp_path / "nope"))
+
+
+def test_folder_that_is_neither_run_nor_sweep_is_an_error(tmp_path, cli):
+    (tmp_path / "notes.txt").write_text("hello")
+    err = _error(cli("report", tmp_path))
+    assert "result.json" in err and "sweep.json" in err
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("result.json", "{not json", "invalid JSON at line 1 column 2"),
+    ("result.json", "[1, 2]", "a JSON object holding a run result"),
+    ("result.json", '{"kind": "gemm"}', "makespan_ns"),
+    ("network_util.json", '{"dispatch": {"bin_edges_ns": [0, 1], "links": {"a": [0.1, 0.2]}}}',
+     "one busy fraction per time bin (1)"),
+])
+def test_unreadable_run_json_is_an_error(gemm_run_dir, cli, name, text, expected):
+    (gemm_run_dir / name).write_text(text)
+    err = _error(cli("report", gemm_run_dir))
+    assert str(gemm_run_dir / name) in err and expected in err
+
+
+def test_unreadable_sweep_json_is_an_error(deepep_sweep_dir, cli):
+    (deepep_sweep_dir / "sweep.json").write_text('{"params": {}, "points": [}')
+    assert "invalid JSON" in _error(cli("report", deepep_sweep_dir))
+    (deepep_sweep_dir / "sweep.json").write_text('{"params": {}, "points": [{"point": {}, "dir": "points/009"}]}')
+    assert "points/009/result.json" in _error(cli("report", deepep_sweep_dir))
+
+
+def test_output_in_a_missing_folder_is_an_error(gemm_run_dir, tmp_path, cli):
+    assert "existing folder" in _error(cli("report", gemm_run_dir, "-o", tmp_path / "no" / "r.html"))
+
+
+# -- headless Chromium -------------------------------------------------------------------------
+
+#: appended to a copy of the page (the report itself has no scripts): after load, draw every
+#: image on a canvas and record its size and its share of non-white pixels in the DOM
+_CHECKER = """<script>
+window.addEventListener("load", function () {
+  var out = [];
+  document.querySelectorAll("img").forEach(function (img) {
+    var n = 0, ink = 0;
+    if (img.complete && img.naturalWidth > 0) {
+      var c = document.createElement("canvas");
+      c.width = img.naturalWidth; c.height = img.naturalHeight;
+      var ctx = c.getContext("2d"); ctx.drawImage(img, 0, 0);
+      var d = ctx.getImageData(0, 0, c.width, c.height).data;
+      for (var i = 0; i < d.length; i += 4) { n++; if (d[i] < 240 || d[i + 1] < 240 || d[i + 2] < 240) ink++; }
+    }
+    out.push({alt: img.alt, width: img.naturalWidth, pixels: n, ink: ink});
+  });
+  var pre = document.createElement("pre"); pre.id = "img-check"; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+    assert Path(CHROMIUM).exists() or shutil.which("chromium"), (
+        "chromium is missing: install Debian's chromium package (the README's test command does)")
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", *extra, page.as_uri()]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+
+
+def console_errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+def test_console_errors_are_detected(tmp_path):
+    """The detector itself: a page that logs and throws is caught (so a clean run means clean)."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><html><body><script>console.error('x'); missingFn();</script></body></html>")
+    lines = console_errors(chromium(bad, tmp_path / "profile", "--dump-dom").stderr)
+    assert any("Uncaught ReferenceError" in line for line in lines)
+
+
+def test_report_in_headless_chromium(deepep_sweep_dir, gemm_run_dir, tmp_path):
+    for folder in (deepep_sweep_dir, gemm_run_dir):
+        page = write_report(folder)
+        shown = chromium(page, tmp_path / "profile", "--dump-dom")
+        assert console_errors(shown.stderr) == []
+        assert "<h1>simnode report" in shown.stdout
+
+        checked = tmp_path / f"{folder.name}-checked.html"
+        checked.write_text(page.read_text().replace("</body>", _CHECKER + "</body>"))
+        dom = chromium(checked, tmp_path / "profile", "--dump-dom")
+        assert console_errors(dom.stderr) == []
+        found = re.search(r'<pre id="img-check">(.*?)</pre>', dom.stdout, re.S)
+        assert found, "the image check did not run"
+        images = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+        assert len(images) == len(IMG_SRC.findall(page.read_text())) >= 2
+        for img in images:
+            assert img["width"] > 100, f"{img['alt']} did not decode"
+            assert img["ink"] / img["pixels"] > 0.02, f"{img['alt']} is blank"
+
+    shot = tmp_path / "shot.png"
+    chromium(write_report(deepep_sweep_dir), tmp_path / "profile", "--window-size=1000,1400",
+             f"--screenshot={shot}")
+    from matplotlib import image as mpimg
+    pixels = mpimg.imread(shot)[..., :3]
+    assert (pixels < 0.94).any(axis=-1).mean() > 0.02, "the rendered page is blank"
