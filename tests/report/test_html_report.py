@@ -187,3 +187,12 @@ def test_report_in_headless_chromium(deepep_sweep_dir, gemm_run_dir, tmp_path):
     from matplotlib import image as mpimg
     pixels = mpimg.imread(shot)[..., :3]
     assert (pixels < 0.94).any(axis=-1).mean() > 0.02, "the rendered page is blank"
+
+
+def test_readme_test_command_installs_chromium_and_is_what_ci_runs():
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    ci_command = (root / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert f"```\n{ci_command}\n```" in readme
+    assert ci_command.startswith("(command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)) && ")
+    assert ci_command.endswith("python -m pytest")
