@@ -24,7 +24,7 @@ from simnode.errors import SimnodeError
 
 #: further subcommands, one module each in simnode/commands/: ``register(subparsers)`` adds
 #: a parser whose ``func`` default runs it (returns the exit code)
-PLUGIN_COMMANDS: tuple[str, ...] = ("report",)
+PLUGIN_COMMANDS: tuple[str, ...] = ("report", "regress")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
