@@ -80,7 +80,9 @@ def check_conserved(sim, run, kind: str) -> None:
 
 @st.composite
 def configs(draw):
-    return dict(num_ranks=draw(st.sampled_from([2, 3, 4, 8, 16])),
+    num_ranks = draw(st.sampled_from([2, 3, 4, 8, 16]))
+    return dict(num_ranks=num_ranks,
+                num_experts=num_ranks * draw(st.sampled_from([8, 16, 32])),
                 tokens_per_rank=draw(st.integers(16, 512)),
                 routing=draw(st.sampled_from(["uniform", "zipf", "hot"])),
                 seed=draw(st.integers(0, 1000)))
