@@ -1,0 +1,98 @@
+"""``simnode sweep``: grid parsing, one table row / JSON object per point, parallel runs
+equal serial ones, and every user error exits 2 before anything runs."""
+
+import json
+
+import pytest
+
+from simnode.sweep import grid, parse_params
+
+
+@pytest.fixture
+def sweep(cli, repo_root):
+    def run(*extra):
+        return cli("sweep", repo_root / "topologies" / "atlas950-supernode.yaml",
+                   repo_root / "workloads" / "deepep-normal.yaml",
+                   "--set", "tokens_per_rank=512", *extra)
+    return run
+
+
+def test_parse_params_and_grid_order():
+    params = parse_params(["num_ranks=2,4", "routing=uniform,hot"])
+    assert params == {"num_ranks": [2, 4], "routing": ["uniform", "hot"]}
+    assert grid(params) == [{"num_ranks": 2, "routing": "uniform"},
+                            {"num_ranks": 2, "routing": "hot"},
+                            {"num_ranks": 4, "routing": "uniform"},
+                            {"num_ranks": 4, "routing": "hot"}]
+
+
+def test_table_has_one_row_per_point(sweep):
+    res = sweep("--param", "num_ranks=2,4", "--jobs", "2")
+    assert res.code == 0, res.err
+    lines = res.out.strip().splitlines()
+    assert len(lines) == 3
+    header = lines[0].split()
+    assert header[0] == "num_ranks" and "dispatch_GBps" in header and "combine_GBps" in header
+    assert [ln.split()[0] for ln in lines[1:]] == ["2", "4"]
+
+
+def test_json_has_a_point_per_object_and_parallel_equals_serial(sweep):
+    par = sweep("--param", "num_ranks=2,4", "--jobs", "2", "--json")
+    ser = sweep("--param", "num_ranks=2,4", "--jobs", "1", "--json")
+    assert par.code == ser.code == 0, par.err + ser.err
+    rows = json.loads(par.out)
+    assert [r["point"] for r in rows] == [{"num_ranks": 2}, {"num_ranks": 4}]
+    assert [r["num_ranks"] for r in rows] == [2, 4]
+    assert all("dispatch_GBps" in r and "combine_GBps" in r for r in rows)
+    assert json.loads(ser.out) == rows
+    assert par.out == ser.out
+
+
+def assert_user_error(res, *needles):
+    assert res.code == 2, (res.code, res.out, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simnode: error:"), res.err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    assert res.out == ""                                     # nothing ran
+
+
+def test_unknown_field(sweep):
+    assert_user_error(sweep("--param", "foo=1,2"), "foo = 1", "expected an existing key",
+                      "num_ranks")
+
+
+def test_empty_list(sweep):
+    assert_user_error(sweep("--param", "num_ranks="), "--param", "num_ranks = ''",
+                      "one or more values")
+
+
+def test_value_of_the_wrong_type(sweep):
+    assert_user_error(sweep("--param", "num_ranks=abc"), "num_ranks = 'abc'", "an integer")
+
+
+def test_a_bad_value_later_in_the_grid_is_a_user_error(sweep):
+    assert_user_error(sweep("--param", "num_ranks=2,12", "--jobs", "1"), "num_experts = 256",
+                      "multiple of num_ranks (12)")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "num_ranks not dividing num_experts passes run_sweep's up-front load_inputs check "
+    "(simnode/sweep.py) and is raised inside a worker (simnode/moe/routing.py "
+    "experts_per_rank); ConfigError (simnode/errors.py) cannot be unpickled (its __init__ "
+    "takes 4 required args, Exception pickles only the message), so the pool dies with "
+    "BrokenProcessPool and a traceback instead of exit 2. Repro: simnode sweep "
+    "topologies/atlas950-supernode.yaml workloads/deepep-normal.yaml --param num_ranks=2,12 "
+    "--jobs 2"))
+def test_a_bad_value_in_a_parallel_sweep_is_a_user_error(sweep):
+    assert_user_error(sweep("--param", "num_ranks=2,12", "--jobs", "2"), "num_experts = 256",
+                      "multiple of num_ranks (12)")
+
+
+def test_missing_param(sweep):
+    assert_user_error(sweep(), "--param", "at least one --param")
+
+
+def test_same_field_twice(sweep):
+    assert_user_error(sweep("--param", "num_ranks=2", "--param", "num_ranks=4"),
+                      "num_ranks = 4", "at most once")
