@@ -136,8 +136,9 @@ def link_heatmap_png(network_util: dict, max_links: int = 24, title: str = "") -
         links = network_util[kernel]["links"]
         order = busiest_links(links, max_links)
         data = np.vstack([np.asarray(links[n], dtype=float) for n in order])
-        image = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=1,
-                          extent=(edges_us[0], edges_us[-1], len(order), 0))
+        # pcolormesh, not imshow: the bins need not be of equal width (the last may be shorter)
+        image = ax.pcolormesh(edges_us, np.arange(len(order) + 1), data, cmap="viridis", vmin=0, vmax=1)
+        ax.invert_yaxis()
         ax.set_yticks(np.arange(len(order)) + 0.5, order, fontsize=7)
         ax.set_xlabel("time (us)")
         hidden = len(links) - len(order)
