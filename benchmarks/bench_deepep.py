@@ -1,0 +1,125 @@
+"""Benchmark: DeepEP dispatch + combine at the published configuration, EP8 .. EP128.
+
+workloads/deepep-normal.yaml (16384 tokens per rank, hidden 7168, top-6 of 256
+experts, facts 2.4) with ``num_ranks`` = 8, 16, 32, 64, 128. Each EP size runs in its
+own child process (so its peak memory is its own) and reports wall time (routing +
+plan, dispatch, combine), flow-solver recomputes, SimPy events, peak memory (max RSS)
+and the simulated kernel times; the summary shows how wall time grows from EP8.
+
+Target: EP128 dispatch + combine <= 10 s wall on a 2-core machine.
+
+    python benchmarks/bench_deepep.py                  # EP8, 16, 32, 64, 128
+    python benchmarks/bench_deepep.py --ep 8 --ep 128  # chosen sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import CountingEnvironment, Stopwatch, peak_rss_MiB  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPOLOGY = ROOT / "topologies" / "atlas950-supernode.yaml"
+WORKLOAD = ROOT / "workloads" / "deepep-normal.yaml"
+EP_SIZES = (8, 16, 32, 64, 128)
+TARGET_S = 10.0                 # EP128 dispatch + combine
+CHILD_TIMEOUT_S = 120.0         # a size that takes longer is reported as a timeout
+
+
+def measure(num_ranks: int) -> dict:
+    """Run dispatch and combine at ``num_ranks`` in this process; returns the figures."""
+    import simnode.moe.deepep as deepep_sim
+    from simnode.moe.deepep import DeepEPCosts, DeepEPSim
+    from simnode.moe.deepep_plan import DeepEPParams, build_plan
+    from simnode.units import ns_to_us
+    from simnode.workloads.deepep import build_routes
+    from simnode.workloads.loader import load_inputs
+
+    class Simpy:                                  # DeepEPSim builds its env as simpy.Environment()
+        Environment = CountingEnvironment
+    deepep_sim.simpy = Simpy
+
+    inp = load_inputs(TOPOLOGY, WORKLOAD, [f"num_ranks={num_ranks}",
+                                           f"topology.supernode.num_ranks={num_ranks}"])
+    prm, chip = inp.params, inp.topology.chip
+    with Stopwatch() as prep:
+        dp = DeepEPParams(num_ranks, prm["tokens_per_rank"], prm["hidden"], prm["top_k"],
+                          prm["num_experts"], prm["dispatch_dtype"], prm["combine_dtype"],
+                          num_aiv=chip.num_ai_cores * chip.aiv_per_core,
+                          wqebb_bytes=inp.topology.supernode.wqebb_bytes)
+        plan = build_plan(list(build_routes(prm, num_ranks)), dp)
+    costs = DeepEPCosts(**{f: prm[f] for f in DeepEPCosts.__dataclass_fields__})
+    out = {"ep": num_ranks, "prep_s": prep.wall_s}
+    for kind in ("dispatch", "combine"):
+        sim = DeepEPSim(inp.topology, plan, costs, batch_window_ns=prm["batch_window_ns"])
+        with Stopwatch() as sw:
+            run = sim.run(kind)
+        out[kind] = {"wall_s": sw.wall_s, "recomputes": run.solver_recomputes,
+                     "events": sim.env.events_scheduled, "transfers": run.transfers,
+                     "kernel_us": ns_to_us(float(run.kernel_ns.mean())),
+                     "GBps": float(run.GBps.mean()),
+                     "sim_over_bound": float(run.kernel_ns.mean() / run.bound_ns)}
+    out["peak_MiB"] = peak_rss_MiB()
+    return out
+
+
+def run_child(num_ranks: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", str(num_ranks)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"ep": num_ranks, "error": f"timeout after {CHILD_TIMEOUT_S:.0f} s"}
+    if done.returncode != 0:
+        return {"ep": num_ranks, "error": done.stderr.strip().splitlines()[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ep", type=int, action="append", help="EP size (repeatable)")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child)))
+        return 0
+    sizes = args.ep or list(EP_SIZES)
+    print(f"DeepEP normal kernels, {WORKLOAD.name} (16384 tokens/rank, top-6 of 256), uniform routing")
+    print(f"{'EP':>4} {'plan s':>7} {'disp s':>7} {'comb s':>7} {'total s':>8} "
+          f"{'recomputes d/c':>15} {'SimPy events d/c':>17} {'peak MiB':>9} "
+          f"{'disp us':>8} {'comb us':>8} {'disp GB/s':>9} {'comb GB/s':>9}")
+    rows = []
+    for n in sizes:
+        r = run_child(n)
+        rows.append(r)
+        if "error" in r:
+            print(f"{n:>4} FAILED: {r['error']}")
+            continue
+        d, c = r["dispatch"], r["combine"]
+        r["total_s"] = d["wall_s"] + c["wall_s"]
+        print(f"{n:>4} {r['prep_s']:>7.2f} {d['wall_s']:>7.2f} {c['wall_s']:>7.2f} {r['total_s']:>8.2f} "
+              f"{d['recomputes']:>7,d}/{c['recomputes']:<7,d} {d['events']:>8,d}/{c['events']:<8,d} "
+              f"{r['peak_MiB']:>9.0f} {d['kernel_us']:>8.1f} {c['kernel_us']:>8.1f} "
+              f"{d['GBps']:>9.1f} {c['GBps']:>9.1f}")
+    ok = {r["ep"]: r for r in rows if "error" not in r}
+    if 8 in ok:
+        base = ok[8]["total_s"]
+        growth = ", ".join(f"EP{n} x{ok[n]['total_s'] / base:.1f}" for n in sorted(ok) if n != 8)
+        print(f"wall time growth from EP8 ({base:.2f} s): {growth or '-'}")
+    if 128 in sizes:
+        r = ok.get(128)
+        verdict = ("MISSED (did not finish)" if r is None else
+                   f"{r['total_s']:.2f} s (+{r['prep_s']:.2f} s routing + plan): "
+                   f"{'ok' if r['total_s'] <= TARGET_S else 'MISSED'}")
+        print(f"EP128 dispatch + combine target <= {TARGET_S:.0f} s wall: {verdict}")
+        return 0 if r is not None and r["total_s"] <= TARGET_S else 1
+    return 0 if len(ok) == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
