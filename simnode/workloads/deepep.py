@@ -6,7 +6,9 @@ one topology file serves every EP size. The result reports, per kernel, DeepEP's
 bandwidth convention -- tokens received over the network x logical bytes per token
 / kernel time, averaged over ranks (min and max too); self-rank tokens are NOT
 counted, as they never cross the network -- with the wire bytes, the analytical
-bound, the simulated/bound ratio, the per-phase times and the hottest links.
+bound, the simulated/bound ratio, the per-phase times and the hottest links, and
+``{kernel}_link_util``: every network link's busy fraction over time (``link_util``;
+large, so ``simnode.outdir`` moves it out of the printed result into network_util.json).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from simnode.moe.routing import load_routing_file, route_supernode
 from simnode.network.spec import check_shape
 from simnode.report.result import Result
 from simnode.workloads.registry import Field, WorkloadKind, register
+
+LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``
 
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0),
@@ -93,19 +97,36 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
     phases = ("dispatch", "combine") if params["phase"] == "both" else (params["phase"],)
     from simnode.moe.deepep_trace import DeepEPTracer
     tracer = DeepEPTracer.open(options)
-    runs = {}
+    runs, util = {}, {}
     try:
         for kind in phases:
             sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
                             tracer=tracer)
             runs[kind] = sim.run(kind)
+            util[kind] = link_util(sim.net)
     finally:
         if tracer is not None:
             tracer.close()
-    return _result(name, topology, plan, runs)
+    return _result(name, topology, plan, runs, util)
 
 
-def _result(name, topology, plan, runs) -> Result:
+def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
+    """Busy fraction per network link (not chip resources) over time, in at most
+    ``max_bins`` equal bins: {"bin_edges_ns": [...], "links": {name: [fraction per bin]}}.
+    Adjacent bins of ``net.utilization_series()`` are averaged k at a time (they are of
+    equal width); the last group may hold fewer bins and ends at the last recorded edge."""
+    edges, frac = net.utilization_series()
+    frac = frac[:, :net.num_network_resources]
+    k = -(-frac.shape[0] // max_bins)
+    starts = np.arange(0, frac.shape[0], k)
+    merged = np.add.reduceat(frac, starts, axis=0) / np.diff(np.append(starts, frac.shape[0]))[:, None]
+    out_edges = [float(e) for e in edges[starts]] + [float(edges[-1])]
+    return {"bin_edges_ns": out_edges,
+            "links": {net.names[r]: [round(float(x), 4) for x in merged[:, r]]
+                      for r in range(net.num_network_resources)}}
+
+
+def _result(name, topology, plan, runs, util) -> Result:
     details = {"num_ranks": topology.supernode.num_ranks,
                "routing_dest_ranks_per_token": float(plan.pair_tokens.sum() / plan.pair_tokens.shape[0]
                                                      / plan.params.tokens_per_rank),
@@ -133,6 +154,7 @@ def _result(name, topology, plan, runs) -> Result:
                                             for n, b, u in pr.hottest]
         details[f"{kind}_chip_util_frac"] = pr.resources
         details[f"{kind}_solver_recomputes"] = pr.solver_recomputes
+        details[f"{kind}_link_util"] = util[kind]
         hbm_util = max(hbm_util, pr.resources["hbm"])
         cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
         cands += [(u, f"rank {res}") for res, u in pr.resources.items()]
