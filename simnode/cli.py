@@ -4,6 +4,7 @@
 runs one workload and prints its result as a table (or one JSON object).
 ``simnode sweep TOPOLOGY WORKLOAD --param FIELD=V1,V2 ...`` runs the grid in parallel
 processes and prints a table (``--json``: a list of result objects).
+``--out DIR`` (run and sweep) also writes the output folder of ``simnode.outdir``.
 ``simnode validate`` runs every published case and prints model vs published (exit 1
 if any case leaves its tolerance).
 ``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one workload and print its result")
     _add_common(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--out", metavar="DIR", help="write result.json, config.json (simnode.outdir)")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file")
     run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
                      help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
@@ -52,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "the grid is their cartesian product")
     sweep.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
     sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
+    sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ (simnode.outdir)")
+    sweep.add_argument("--executor", default="local", help="local (worker processes) or dask")
+    sweep.add_argument("--address", metavar="HOST:PORT", help="dask scheduler (default: a local cluster)")
     val = sub.add_parser("validate", help="compare the model with every published figure")
     val.add_argument("--cases", default=None, metavar="FILE",
                      help="validation file (default: validation/published.yaml of this checkout)")
@@ -75,24 +80,35 @@ def cmd_run(args) -> int:
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
+    from simnode.outdir import check_out_dir, split_series, write_run
     inputs = load_inputs(args.topology, args.workload, args.sets)
     if args.trace:
         _check_output_path(args.trace, "--trace")
+    if args.out:
+        check_out_dir(args.out)
     opts = RunOptions(args.trace, args.trace_scope, args.seed)
     result = inputs.kind.run(inputs.topology, inputs.params, opts, name=_name(args.workload))
-    print(to_json(result) if args.json else format_table(result))
+    shown, _ = split_series(result)        # link time series go to --out only
+    print(to_json(shown) if args.json else format_table(shown))
+    if args.out:
+        write_run(args.out, result, args.topology, args.workload, args.sets)
     return 0
 
 
 def cmd_sweep(args) -> int:
     import json
 
+    from simnode.outdir import check_out_dir, split_series, write_sweep
     from simnode.sweep import format_sweep, parse_params, run_sweep
     params = parse_params(args.params)
+    if args.out:
+        check_out_dir(args.out)
     rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
-                     name=_name(args.workload))
+                     name=_name(args.workload), executor=args.executor, address=args.address)
+    if args.out:
+        write_sweep(args.out, rows, params, args.topology, args.workload, args.sets)
     if args.json:
-        print(json.dumps([{"point": p, **r.to_dict()} for p, r in rows], indent=2))
+        print(json.dumps([{"point": p, **split_series(r)[0].to_dict()} for p, r in rows], indent=2))
     else:
         print(format_sweep(rows))
     return 0

@@ -2,22 +2,37 @@
 
 ``parse_params(["num_ranks=8,16"])`` -> {"num_ranks": [8, 16]}; ``grid(params)`` ->
 the list of points (dicts, in the order the values were given, last field fastest);
-``run_sweep(topology, workload, params, sets, jobs)`` validates every point first
-(a bad value fails before any run, exit 2), then runs them in ``jobs`` worker
-processes and returns ``[(point, Result)]`` in grid order. Field names are those of
-``--set`` (workload fields, or ``topology.``-prefixed topology fields).
+``run_sweep(topology, workload, params, sets, jobs, executor=, address=)`` validates
+every point first (a bad value fails before any run, exit 2), then runs them and
+returns ``[(point, Result)]`` in grid order, with a progress bar on stderr when it is
+a terminal. Field names are those of ``--set`` (workload fields, or
+``topology.``-prefixed topology fields).
+
+Executors (``EXECUTORS``): ``local`` runs ``jobs`` worker processes on this machine
+(1: in this process); ``dask`` sends the points to a dask.distributed scheduler at
+``address`` (HOST:PORT), or to a ``LocalCluster`` of ``jobs`` worker processes when no
+address is given. dask is an optional extra (``pip install 'simnode[dask]'``),
+imported only when asked for. Each point is a pure function of its files and
+``--set`` values, so every executor returns the same results; workers read the files
+by absolute path, so a remote cluster needs them at the same paths.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 
+from simnode.config.fields import did_you_mean
 from simnode.config.overrides import parse_assignment
-from simnode.errors import ConfigError
+from simnode.errors import ConfigError, SimnodeError
+from simnode.progress import Progress
 from simnode.report.columns import align
 from simnode.units import ns_to_us
+
+EXECUTORS = ("local", "dask")
+DASK_CONNECT_TIMEOUT = "10s"     # a wrong --address fails after this, not after a hang
 
 
 def parse_params(specs: list[str]) -> dict[str, list]:
@@ -50,22 +65,75 @@ def _run_point(args):
     return inputs.kind.run(inputs.topology, inputs.params, RunOptions(), name=name)
 
 
+def check_executor(executor: str, address: str | None) -> None:
+    """Reject an unknown executor, an address without dask, or dask when not installed."""
+    if executor not in EXECUTORS:
+        raise ConfigError("--executor", "executor", executor, "one of " + ", ".join(EXECUTORS),
+                          did_you_mean(str(executor), EXECUTORS))
+    if address and executor != "dask":
+        raise ConfigError("--address", "address", address,
+                          "no address with --executor local (an address is for --executor dask)")
+    if executor == "dask":
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise SimnodeError("--executor dask needs dask.distributed, which is not installed: "
+                               "pip install 'simnode[dask]' (or 'dask[distributed]')") from None
+
+
 def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[str],
-              jobs: int = 0, name: str = "sweep") -> list:
+              jobs: int = 0, name: str = "sweep", executor: str = "local",
+              address: str | None = None, progress: bool | None = None) -> list:
+    """Run every point of ``grid(params)``; ``progress`` None = a bar only on a terminal."""
     from simnode.workloads.loader import load_inputs
+    check_executor(executor, address)
     points = grid(params)
     tasks = []
+    topology, workload = str(Path(topology).resolve()), str(Path(workload).resolve())
     for point in points:
         point_sets = list(sets) + [f"{k}={v}" for k, v in point.items()]
         load_inputs(topology, workload, point_sets)          # validate before running anything
         tasks.append((topology, workload, point_sets, name))
     jobs = jobs or min(len(tasks), os.cpu_count() or 1)
-    if jobs <= 1:
-        results = [_run_point(t) for t in tasks]
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(_run_point, tasks))
+    with Progress(len(tasks), f"sweep ({executor})", enabled=progress) as bar:
+        if executor == "dask":
+            results = _run_dask(tasks, jobs, address, bar)
+        elif jobs <= 1:
+            results = []
+            for t in tasks:
+                results.append(_run_point(t))
+                bar.advance()
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(_run_point, t) for t in tasks]
+                for _ in as_completed(futures):
+                    bar.advance()
+                results = [f.result() for f in futures]
     return list(zip(points, results))
+
+
+def _run_dask(tasks: list, jobs: int, address: str | None, bar: Progress) -> list:
+    """Run ``tasks`` on the scheduler at ``address`` (or a local cluster of ``jobs`` processes)."""
+    from distributed import Client, LocalCluster, as_completed as dask_completed
+    cluster = None
+    try:
+        if address:
+            client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
+        else:
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+    except OSError as exc:
+        raise SimnodeError(f"--address {address}: no dask scheduler answered ({exc})") from None
+    try:
+        futures = client.map(_run_point, tasks, pure=False)
+        for _ in dask_completed(futures):
+            bar.advance()
+        return client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def format_sweep(rows: list) -> str:
