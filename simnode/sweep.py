@@ -121,7 +121,7 @@ def _run_dask(tasks: list, jobs: int, address: str | None, bar: Progress) -> lis
             client = Client(address, timeout=DASK_CONNECT_TIMEOUT)
         else:
             cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+                                   dashboard_address=":0")     # any free port: never collide
             client = Client(cluster)
     except OSError as exc:
         raise SimnodeError(f"--address {address}: no dask scheduler answered ({exc})") from None
