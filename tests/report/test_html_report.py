@@ -196,3 +196,21 @@ def test_readme_test_command_installs_chromium_and_is_what_ci_runs():
     assert f"```\n{ci_command}\n```" in readme
     assert ci_command.startswith("(command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)) && ")
     assert ci_command.endswith("python -m pytest")
+
+
+def test_report_of_real_out_folders(tmp_path, cli):
+    """The folders `simnode run --out` and `simnode sweep --out` write, not only the fixtures."""
+    root = Path(__file__).resolve().parents[2]
+    supernode, deepep = root / "topologies" / "atlas950-supernode.yaml", root / "workloads" / "deepep-normal.yaml"
+    res = cli("sweep", supernode, deepep, "--param", "num_ranks=8,16", "--set", "tokens_per_rank=256",
+              "--jobs", "1", "--out", tmp_path / "ep")
+    assert res.code == 0, res.err
+    assert cli("report", tmp_path / "ep").code == 0
+    page = (tmp_path / "ep" / "report.html").read_text()
+    assert_self_contained(page)
+    assert len(IMG_SRC.findall(page)) == 3                  # bandwidth vs EP + a heat map per point
+    res = cli("run", root / "topologies" / "ascend950dt.yaml", root / "workloads" / "gemm-bf16-4096x7168x16384.yaml",
+              "--set", "m=256", "--set", "n=512", "--set", "k=1024", "--out", tmp_path / "gemm")
+    assert res.code == 0, res.err
+    assert cli("report", tmp_path / "gemm").code == 0
+    assert len(IMG_SRC.findall((tmp_path / "gemm" / "report.html").read_text())) == 2
