@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file")
     run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
                      help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
-    run.add_argument("--seed", type=int, default=0, help="random seed (routing and the like)")
+    run.add_argument("--seed", type=int, default=None,
+                     help="random seed: the same as --set seed=N, for kinds with a seed field")
     sweep = sub.add_parser("sweep", help="run a grid of --param values in parallel")
     _add_common(sweep)
     sweep.add_argument("--param", dest="params", action="append", default=[],
@@ -81,17 +82,25 @@ def cmd_run(args) -> int:
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
     from simnode.outdir import check_out_dir, split_series, write_run
-    inputs = load_inputs(args.topology, args.workload, args.sets)
+    sets = list(args.sets)
+    inputs = load_inputs(args.topology, args.workload, sets)
+    if args.seed is not None:
+        if "seed" not in {f.name for f in inputs.kind.fields}:
+            from simnode.errors import ConfigError
+            raise ConfigError("--seed", "seed", args.seed,
+                              f"a workload kind with a seed field ('{inputs.kind.name}' has none)")
+        sets.append(f"seed={args.seed}")
+        inputs = load_inputs(args.topology, args.workload, sets)
     if args.trace:
         _check_output_path(args.trace, "--trace")
     if args.out:
         check_out_dir(args.out)
-    opts = RunOptions(args.trace, args.trace_scope, args.seed)
+    opts = RunOptions(args.trace, args.trace_scope)
     result = inputs.kind.run(inputs.topology, inputs.params, opts, name=_name(args.workload))
     shown, _ = split_series(result)        # link time series go to --out only
     print(to_json(shown) if args.json else format_table(shown))
     if args.out:
-        write_run(args.out, result, args.topology, args.workload, args.sets)
+        write_run(args.out, result, args.topology, args.workload, sets)
     return 0
 
 

@@ -18,10 +18,15 @@ class ConfigError(SimnodeError):
         self.key_path = key_path
         self.value = value
         self.expected = expected
+        self.hint = hint
         msg = f"{source}: {key_path or '(top level)'} = {value!r}: expected {expected}."
         if hint:
             msg += f" {hint}"
         super().__init__(msg)
+
+    def __reduce__(self):
+        # rebuilt with its fields, so a worker process can hand it back to the CLI (sweeps)
+        return (type(self), (self.source, self.key_path, self.value, self.expected, self.hint))
 
 
 class ScheduleError(SimnodeError):

@@ -72,8 +72,9 @@ def test_json_runs_are_byte_identical(cli, topology_path, gemm_workload_path):
     assert a.out == b.out and a.out
 
 
-def test_seed_is_accepted(cli, topology_path, small_gemm):
-    assert _json(cli("run", topology_path, small_gemm(), "--json", "--seed", "7"))["makespan_ns"] > 0
+def test_seed_without_a_seed_field_is_a_user_error(cli, topology_path, small_gemm):
+    res = cli("run", topology_path, small_gemm(), "--json", "--seed", "7")
+    assert res.code == 2 and "--seed: seed = 7" in res.err and "'gemm' has none" in res.err
 
 
 def test_schedule_prints_records(cli, topology_path, gemm_workload_path):

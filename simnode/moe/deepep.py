@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from simnode.config.chip import DTYPE_BITS
 from simnode.moe.deepep_plan import DeepEPPlan
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
@@ -193,8 +192,9 @@ class DeepEPSim:
         descriptor reads), the receiver's HBM (remote writes), the sender's URMA engine
         (``wqes`` x wqe_processing_ns) and any ``extra`` resources (``extra_units`` each)."""
         wire = self.spec.wire_bytes(payload)
-        res = (self.r_hbm[src], self.r_hbm[dst], self.r_urma[src]) + extra
-        units = (payload + descriptor_bytes, payload, wqes * self.spec.wqe_processing_ns) + extra_units
+        res, units = _nonzero((self.r_hbm[src], self.r_hbm[dst], self.r_urma[src]) + extra,
+                              (payload + descriptor_bytes, payload,
+                               wqes * self.spec.wqe_processing_ns) + extra_units)
         return self.net.send(src, dst, payload, extra_resources=res,
                              extra_weights=tuple(u / wire for u in units), tag=(src, dst))
 
@@ -254,8 +254,9 @@ class DeepEPSim:
 
     def _local(self, res: tuple, units: tuple):
         """Work with no network part: a transfer whose 'bytes' are the largest unit."""
-        size = max(units)
-        return self.net.start_weighted(size, res, tuple(u / size for u in units))
+        res, units = _nonzero(res, units)
+        size = max(units, default=0.0)
+        return self.net.start_weighted(size, res, tuple(u / size for u in units) if size else ())
 
     def _reduce_ns_one_aiv(self, tokens: int, rows_per_token: float) -> float:
         chip, c, p = self.chip, self.costs, self.plan.params
@@ -312,5 +313,8 @@ class DeepEPSim:
                                f"{traffic.sum()} planned")
 
 
-def dispatch_dtype_bits(dtype: str) -> int:
-    return DTYPE_BITS[dtype]
+def _nonzero(resources: tuple, units: tuple) -> tuple[tuple, tuple]:
+    """Drop resources a transfer does not use (zero work): the max-min solver needs every
+    listed resource to carry a positive weight."""
+    keep = [i for i, u in enumerate(units) if u > 0]
+    return tuple(resources[i] for i in keep), tuple(units[i] for i in keep)

@@ -66,6 +66,11 @@ def _topology_for(topology, params):
             raise ConfigError("workload", "num_ranks", n, "at least 2 ranks")
         check_shape(spec)
         topology = dataclasses.replace(topology, supernode=spec)
+    ranks = topology.supernode.num_ranks
+    if params["num_experts"] % ranks:
+        raise ConfigError("workload", "num_ranks", ranks,
+                          f"a divisor of num_experts ({params['num_experts']}): experts are "
+                          f"placed on ranks in equal contiguous blocks")
     return topology
 
 
@@ -166,4 +171,4 @@ def _result(name, topology, plan, runs, util) -> Result:
 
 
 KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
-                             needs_supernode=True))
+                             needs_supernode=True, check=_topology_for))

@@ -63,4 +63,6 @@ def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
     if kind.needs_supernode and topology.supernode is None:
         raise ConfigError(str(topology_path), "supernode", "<missing>",
                           f"a supernode section: workload kind '{kind.name}' runs on a supernode")
+    if kind.check is not None:
+        kind.check(topology, params)
     return RunInputs(topology, kind, params, str(workload_path))

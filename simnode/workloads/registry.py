@@ -45,6 +45,7 @@ class WorkloadKind:
     doc: str = ""
     needs_supernode: bool = False
     build: Callable | None = None                  #: build(topology, params) -> (params, KernelSchedule)
+    check: Callable | None = None                  #: check(topology, params): raise ConfigError early
 
     def optional_keys(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields if f.default is not REQUIRED)
@@ -55,10 +56,9 @@ class WorkloadKind:
 
 @dataclass
 class RunOptions:
-    """How to run: tracing and seed; not part of the workload's identity."""
+    """How to run (tracing); not part of the workload's identity."""
     trace_path: str | None = None
     trace_scopes: list = field(default_factory=list)
-    seed: int = 0
 
 
 _KINDS: dict[str, WorkloadKind] = {}

@@ -131,14 +131,6 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, old)
 
 
-@pytest.mark.xfail(strict=True, raises=Hung, reason=(
-    "simnode/moe/deepep.py _send/_reduction pass weight 0 for the MTE2/MTE3/vector resources "
-    "of a combine train with no reduced token (reduce_rows[d, r] == 0); the solver "
-    "(simnode/network/solver.py max_min_rates) assumes weights > 0: wsum of such a link "
-    "ends as a tiny negative residual, its fill level is ~ -4e19 and the pass loop never "
-    "freezes a flow again. Repro: simnode run topologies/atlas950-supernode.yaml "
-    "workloads/deepep-normal.yaml --set num_ranks=16 --set tokens_per_rank=32 "
-    "--set phase=combine (hangs; also EP32 x 256 tokens)"))
 def test_combine_finishes_when_some_pair_has_no_reduced_token():
     sim = make_sim(16, tokens_per_rank=32)
     assert not no_zero_weight_sends(sim.plan)
