@@ -14,7 +14,11 @@ Executors (``EXECUTORS``): ``local`` runs ``jobs`` worker processes on this mach
 address is given. dask is an optional extra (``pip install 'simnode[dask]'``),
 imported only when asked for. Each point is a pure function of its files and
 ``--set`` values, so every executor returns the same results; workers read the files
-by absolute path, so a remote cluster needs them at the same paths.
+by absolute path, so a remote cluster needs them at the same paths. Points start
+last-first (results still come back in grid order): grids usually list sizes in
+ascending order, and starting the biggest point first keeps it from running alone at
+the end (EP8..EP128 on 2 processes: x1.1 faster than 1 process in grid order, more
+last-first; benchmarks/bench_sweep.py).
 """
 
 from __future__ import annotations
@@ -105,10 +109,10 @@ def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[
                 bar.advance()
         else:
             with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(_run_point, t) for t in tasks]
+                futures = [pool.submit(_run_point, t) for t in reversed(tasks)]
                 for _ in as_completed(futures):
                     bar.advance()
-                results = [f.result() for f in futures]
+                results = [f.result() for f in reversed(futures)]
     return list(zip(points, results))
 
 
@@ -126,10 +130,10 @@ def _run_dask(tasks: list, jobs: int, address: str | None, bar: Progress) -> lis
     except OSError as exc:
         raise SimnodeError(f"--address {address}: no dask scheduler answered ({exc})") from None
     try:
-        futures = client.map(_run_point, tasks, pure=False)
+        futures = client.map(_run_point, tasks[::-1], pure=False)   # last-first, as local
         for _ in dask_completed(futures):
             bar.advance()
-        return client.gather(futures)
+        return client.gather(futures)[::-1]
     finally:
         client.close()
         if cluster is not None:
