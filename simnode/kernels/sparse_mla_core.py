@@ -79,7 +79,7 @@ class Plan:
 def _ub_parts(p, rows, chunk, gslots, frag_cols, row_pad) -> list[tuple[str, int]]:
     d = p.d_v
     return [(f"gathered KV x {gslots} chunks of {chunk} tokens", gslots * chunk * row_pad),
-            (f"NZ KV chunk bf16", chunk * d * 2),
+            ("NZ KV chunk bf16", chunk * d * 2),
             (f"O accumulator {rows}x{d} fp32", rows * d * 4),
             (f"O fragments x {FRAG_BUFFERS} of {rows}x{frag_cols} fp32",
              FRAG_BUFFERS * rows * frag_cols * 4),

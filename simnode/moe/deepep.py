@@ -132,16 +132,28 @@ class DeepEPSim:
         yield state[1]
         yield env.timeout(self.max_latency_ns)
 
+    def _kernel_start(self, kind: str, rank: int, t: RankTimes):
+        """Kernel launch + InitSocState, then the cross-rank entry barrier (facts 4.2 step 1)."""
+        env = self.env
+        t.start_ns = env.now
+        yield env.timeout(self.costs.kernel_launch_ns)
+        s = env.now
+        yield from self._barrier(f"{kind}.entry", rank, self.spec.num_ranks - 1)
+        t.mark("entry barrier", s, env.now)
+
+    def _kernel_end(self, kind: str, rank: int, t: RankTimes):
+        """The benchmark's final barrier: every rank's traffic has landed (facts 2.4)."""
+        s = self.env.now
+        yield from self._barrier(f"{kind}.exit", rank, self.spec.num_ranks - 1)
+        t.mark("exit barrier", s, self.env.now)
+        t.end_ns = self.env.now
+
     # -- dispatch ------------------------------------------------------------------------------
     def _dispatch_rank(self, r: int, t: RankTimes):
         env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
         R, A = self.spec.num_ranks, p.num_aiv
         sz = plan.sizes
-        t.start_ns = env.now
-        yield env.timeout(c.kernel_launch_ns)
-        s = env.now
-        yield from self._barrier("dispatch.entry", r, R - 1)
-        t.mark("entry barrier", s, env.now)
+        yield from self._kernel_start("dispatch", r, t)
         # routing VF (histogram, dedup, SGE indices) with, overlapped, metadata assembly and
         # self-rank copies through HBM by MTE2/MTE3 (facts 4.2 steps 2 and 5)
         s = env.now
@@ -181,10 +193,7 @@ class DeepEPSim:
             sends.append(self._send(r, d, payload, wqes * sz.sqe_bytes, wqes))
         yield env.all_of(sends)
         t.mark("URMA transfer + drain", s, env.now)
-        s = env.now
-        yield from self._barrier("dispatch.exit", r, R - 1)
-        t.mark("exit barrier", s, env.now)
-        t.end_ns = env.now
+        yield from self._kernel_end("dispatch", r, t)
 
     def _send(self, src: int, dst: int, payload: float, descriptor_bytes: float, wqes: int,
               extra: tuple = (), extra_units: tuple = ()):
@@ -201,13 +210,9 @@ class DeepEPSim:
     # -- combine -------------------------------------------------------------------------------
     def _combine_rank(self, d: int, t: RankTimes):
         env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
-        R, A = self.spec.num_ranks, p.num_aiv
+        R = self.spec.num_ranks
         sz = plan.sizes
-        t.start_ns = env.now
-        yield env.timeout(c.kernel_launch_ns)
-        s = env.now
-        yield from self._barrier("combine.entry", d, R - 1)
-        t.mark("entry barrier", s, env.now)
+        yield from self._kernel_start("combine", d, t)
         s = env.now
         yield env.timeout(c.vf_launch_ns)               # peer infos by a small SIMT VF (step 1)
         t.mark("peer info VF", s, env.now)
@@ -233,10 +238,7 @@ class DeepEPSim:
             sends.append(self._send(d, r, payload, n * sz.combine_wqe_bytes, n, res, units))
         yield env.all_of(sends)
         t.mark("reduce + URMA transfer + drain", s, env.now)
-        s = env.now
-        yield from self._barrier("combine.exit", d, R - 1)
-        t.mark("exit barrier", s, env.now)
-        t.end_ns = env.now
+        yield from self._kernel_end("combine", d, t)
 
     def _reduction(self, d: int, r: int) -> tuple[tuple, tuple]:
         """Resources and total work of owner d's reduction of the rows it returns to r: MTE2

@@ -165,7 +165,7 @@ def receive_slots(topk_by_rank: list, p: DeepEPParams, dst: int) -> np.ndarray:
     """DeepEP receive-slot assignment at rank ``dst`` (facts 4.2 step 3): slot = prefix over
     source ranks, then over the source's AIVs, then the token's order in its AIV range.
     Returns [(source rank, source token, slot)] rows; used to check conservation."""
-    R, A = p.num_ranks, p.num_aiv
+    R = p.num_ranks
     epr = p.num_experts // R
     out, base = [], 0
     for r, topk in enumerate(topk_by_rank):
