@@ -194,7 +194,8 @@ def test_readme_test_command_installs_chromium_and_is_what_ci_runs():
     readme = (root / "README.md").read_text()
     ci_command = (root / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert f"```\n{ci_command}\n```" in readme
-    assert ci_command.startswith("(command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)) && ")
+    assert ci_command.startswith("(command -v chromium >/dev/null || (apt-get update -q && "
+                                  "DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)) && ")
     assert ci_command.endswith("python -m pytest")
 
 
