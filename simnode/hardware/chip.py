@@ -286,7 +286,9 @@ class ChipSim:
                     done = comp
             elif typ is isa.VecOp:
                 rate = fp4_rate if ins.op_class == "fp4_decode" else vops[ins.op_class]
-                dur = max(ins.ops / rate, ins.ub_bytes / ub_bw) * cyc
+                # one VF streams through load, decoder, ALU and store at once: the slowest
+                # stage sets its time (facts 1.2: decoder, VALU and VRF<->UB rates, S3/S8)
+                dur = max(ins.ops / rate, ins.ub_bytes / ub_bw, ins.decode_bytes / fp4_rate) * cyc
                 if tid is not None:
                     tracer.span(pid, tid, ins.label or "vec", t, dur, {"ops": ins.ops})
                 t += dur

@@ -10,7 +10,8 @@ executed in order by the engine. Units are ``aic``, ``aiv0``, ``aiv1``; pipes ar
 - ``Mmad``: cube multiply-accumulate m x n x k of ``dtype`` inputs into L0C.
 - ``Fixpipe``: L0C -> UB / both UBs / GM of an m x n tile converted to ``out_dtype``.
 - ``VecOp``: vector work: ``ops`` fp32 element-ops of ``op_class`` touching ``ub_bytes``
-  (class ``fp4_decode``: ``ops`` FP4 bytes through the decoder).
+  (class ``fp4_decode``: ``ops`` FP4 bytes through the decoder); ``decode_bytes`` FP4
+  bytes decoded inside the same VF, pipelined with its ALU work and UB traffic.
 - ``Scalar``: scalar work, in cycles. ``Delay``: a fixed cost in ns (kernel launch).
 - ``SetFlag`` / ``WaitFlag``: intra-unit pipe-to-pipe events (8 ids per pipe pair).
 - ``CrossSet`` / ``CrossWait``: AIC <-> AIV flags (16 ids per AIV).
@@ -92,6 +93,7 @@ class VecOp:
                                #: then ``ops`` counts FP4 bytes decoded at fp4_decode_B_per_cycle
     ub_bytes: int = 0          #: bytes read + written between UB and the vector registers
     label: str = ""
+    decode_bytes: int = 0      #: FP4 bytes through the decoder in this VF (its own unit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -404,18 +404,18 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
                 vec.append(Wait("mte2", "v", 0))
                 if converted >= 1:
                     vec.append(Wait("mte3", "v", 0))
-                if blk.dtype == "fp4":
-                    # FP4 -> 8-bit through the decoder at 64 B/cycle of FP4 bytes (facts 1.2, S3):
-                    # e elements are e / 2 bytes (the engine's fp4_decode class counts bytes)
-                    vec.append(Vec(e // 2, "fp4_decode", 0, "fp4 decode"))
                 if blk.dtype == "bf16":
                     # ND2NZ streams the rows once at 256 B/cycle (facts 3.3, S1: the VF "achieves
                     # peak UB read and write throughput", pairs of 256 B over both UB bank groups,
                     # facts 1.3 S2): reads and writes overlap, so the bytes count once
                     vec.append(Vec(0, "simple", e * 2, "ND2NZ"))
                 else:
+                    # one VF: load the rows, (FP4: decode through the decoder at 64 B/cycle of
+                    # FP4 bytes, facts 1.2, S3; e elements are e / 2 bytes), scale, store NZ
+                    # bf16; the stages stream together, so the slowest one sets the time
+                    fp4 = e // 2 if blk.dtype == "fp4" else 0
                     vec.append(Vec(DEQUANT_OPS_PER_ELEM * e, "simple",
-                                   t * KV_ROW_BYTES[blk.dtype] + e * 2, "dequant + ND2NZ"))
+                                   t * KV_ROW_BYTES[blk.dtype] + e * 2, "dequant + ND2NZ", fp4))
                 vec.append(Set("v", "mte2", 0))
                 vec.append(Set("v", "mte3", 0))
                 converted += 1

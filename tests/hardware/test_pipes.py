@@ -102,6 +102,8 @@ def test_mmad_latency_is_pipelined(chip):
     (isa.VecOp(1300, "div"), 100),                      # 13 ops/cycle
     (isa.VecOp(800, "special"), 100),                   # 8 ops/cycle
     (isa.VecOp(51, "simple", ub_bytes=256 * 300), 300),  # UB-bound: 256 B/cycle
+    (isa.VecOp(5100, "simple", decode_bytes=64 * 100), 100),    # decoder streams with the ALU
+    (isa.VecOp(51, "simple", decode_bytes=64 * 250), 250),      # decoder-bound: 64 B/cycle
 ])
 def test_vector_op_cycles(chip, op, cycles):
     r = run(chip, {("aiv0", "v"): [op]})
