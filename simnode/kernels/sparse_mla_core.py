@@ -335,11 +335,14 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             if stores_pending:
                 vec.append(Wait("mte3", "v", 1))
                 stores_pending -= 1
+            # UB traffic: the VF reads the fp32 accumulator and fragment (8 B per element) while
+            # it writes the result over the other bank group; reads and writes stream together
+            # as in ND2NZ (facts 3.3 S1, 1.3 S2), so the 8 B read per element set the UB time
             if final_item is None:
-                vec.append(Vec(OSCALE_OPS_PER_ELEM * e, "simple", 12 * e, "O scale + fragment"))
+                vec.append(Vec(OSCALE_OPS_PER_ELEM * e, "simple", 8 * e, "O scale + fragment"))
                 vec.append(XSet("aic", X_FRAGFREE))
                 continue
-            vec.append(Vec((OSCALE_OPS_PER_ELEM + FINAL_OPS_PER_ELEM) * e, "simple", 10 * e,
+            vec.append(Vec((OSCALE_OPS_PER_ELEM + FINAL_OPS_PER_ELEM) * e, "simple", 8 * e,
                            "O final: add, normalize, cast bf16"))
             vec.append(XSet("aic", X_FRAGFREE))
             vec.append(Set("v", "mte3", 2))

@@ -63,7 +63,8 @@ class RankTimes:
 class PhaseRun:
     kind: str                        #: "dispatch" or "combine"
     ranks: list                      #: RankTimes per rank
-    recv_tokens: np.ndarray          #: tokens (rows) each rank received over the network
+    recv_tokens: np.ndarray          #: records each rank received, its own included (DeepEP's count)
+    recv_remote_tokens: np.ndarray   #: of which came over the network from other ranks
     logical_bytes_per_token: int     #: DeepEP's benchmark bytes per received token
     wire_bytes: float                #: bytes the network carried, headers included
     payload_bytes: float
@@ -79,8 +80,16 @@ class PhaseRun:
 
     @property
     def GBps(self) -> np.ndarray:
-        """DeepEP's convention per rank: received tokens x logical bytes / kernel time."""
+        """DeepEP's convention per rank: received tokens x logical bytes / kernel time.
+        ``num_recv_tokens`` counts every record in the receive buffer, the self-rank region
+        too (S6 dispatch.hpp: the rank histogram and receive prefix sums include the rank
+        itself; facts 2.4's 16,384 x 4.44 = 72.7 K records at EP8 count it as well)."""
         return self.recv_tokens * self.logical_bytes_per_token / self.kernel_ns
+
+    @property
+    def network_GBps(self) -> np.ndarray:
+        """The same with only the records that crossed the network."""
+        return self.recv_remote_tokens * self.logical_bytes_per_token / self.kernel_ns
 
 
 class DeepEPSim:
@@ -294,8 +303,10 @@ class DeepEPSim:
         np.fill_diagonal(traffic, 0)
         self._check_conservation(kind, traffic)
         net.sync()
-        recv = plan.recv_tokens() if kind == "dispatch" else \
-            plan.pair_tokens.sum(axis=1) - np.diag(plan.pair_tokens)
+        # dispatch: records landing at each rank; combine: partial rows returning to each
+        # token's source rank (one per (token, destination rank) it dispatched)
+        recv = plan.pair_tokens.sum(axis=0) if kind == "dispatch" else plan.pair_tokens.sum(axis=1)
+        remote = recv - np.diag(plan.pair_tokens)
         logical = sz.dispatch_logical_bytes if kind == "dispatch" else sz.combine_row_bytes
         horizon = max(tt.end_ns for tt in times)
         chip_util = {}
@@ -303,7 +314,7 @@ class DeepEPSim:
                           ("aiv_vec", self.r_vec)):
             used = net.bytes_by_resource[ids] / (net.capacity[ids] * horizon)
             chip_util[name] = float(used.max())
-        return PhaseRun(kind, times, recv, logical, float(net.bytes_by_resource[:net.num_network_resources].sum()),
+        return PhaseRun(kind, times, recv, remote, logical, float(net.bytes_by_resource[:net.num_network_resources].sum()),
                         float(traffic.sum()), analytical_bound_ns(traffic, self.spec),
                         net.hottest_links(5), chip_util, net.recomputes, net.transfers_started)
 

@@ -105,7 +105,7 @@ def _tables(folder: ResultFolder) -> list[str]:
     out = ["<h2>Kernels</h2>",
            "<p>Simulated / bound = kernel time over its analytical lower bound (roofline for chip "
            "kernels: compute, L2 and HBM at peak rates; DeepEP: per-rank link and resource bound). "
-           "DeepEP bandwidth: received tokens (self-rank excluded) x logical bytes per token / kernel "
+           "DeepEP bandwidth: received tokens (self-rank included) x logical bytes per token / kernel "
            "time, mean over ranks.</p>",
            _table(pc + [("kernel", "name"), ("time", "us"), ("bound", "us"), ("simulated / bound", "ratio"),
                         ("achieved", "TFLOPS"), ("bandwidth", "GB/s per rank"), ("bottleneck", "resource")],

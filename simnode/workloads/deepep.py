@@ -3,9 +3,10 @@
 Fields name the published configuration (facts 2.4) and the DeepEP software costs
 (facts 1.2, S6); ``num_ranks`` overrides the topology's ``supernode.num_ranks`` so
 one topology file serves every EP size. The result reports, per kernel, DeepEP's
-bandwidth convention -- tokens received over the network x logical bytes per token
-/ kernel time, averaged over ranks (min and max too); self-rank tokens are NOT
-counted, as they never cross the network -- with the wire bytes, the analytical
+bandwidth convention -- tokens received x logical bytes per token / kernel time,
+averaged over ranks (min and max too); like DeepEP's ``num_recv_tokens`` this counts
+the rank's own tokens, which never cross the network (``{kernel}_network_GBps`` leaves
+them out) -- with the wire bytes, the analytical
 bound, the simulated/bound ratio, the per-phase times and the hottest links, and
 ``{kernel}_link_util``: every network link's busy fraction over time (``link_util``;
 large, so ``simnode.outdir`` moves it out of the printed result into network_util.json).
@@ -135,7 +136,8 @@ def _result(name, topology, plan, runs, util) -> Result:
     details = {"num_ranks": topology.supernode.num_ranks,
                "routing_dest_ranks_per_token": float(plan.pair_tokens.sum() / plan.pair_tokens.shape[0]
                                                      / plan.params.tokens_per_rank),
-               "byte_convention": "received tokens (self-rank excluded) x logical bytes / kernel time"}
+               "byte_convention": "received tokens (self-rank included, as DeepEP's num_recv_tokens) "
+                                  "x logical bytes / kernel time"}
     total_ns = 0.0
     hbm_util = 0.0
     bottleneck = ""
@@ -148,10 +150,12 @@ def _result(name, topology, plan, runs, util) -> Result:
         details[f"{kind}_GBps"] = float(g.mean())
         details[f"{kind}_GBps_min"] = float(g.min())
         details[f"{kind}_GBps_max"] = float(g.max())
+        details[f"{kind}_network_GBps"] = float(pr.network_GBps.mean())
         details[f"bound_{kind}_ns"] = pr.bound_ns
         details[f"{kind}_sim_over_bound"] = float(k.mean() / pr.bound_ns) if pr.bound_ns else 0.0
         details[f"{kind}_logical_bytes_per_token"] = pr.logical_bytes_per_token
         details[f"{kind}_recv_tokens_mean"] = float(pr.recv_tokens.mean())
+        details[f"{kind}_recv_remote_tokens_mean"] = float(pr.recv_remote_tokens.mean())
         details[f"{kind}_wire_bytes"] = pr.wire_bytes
         details[f"{kind}_phases_us"] = {n: round(units.ns_to_us(b - a), 3)
                                         for n, (a, b) in pr.ranks[0].phases.items()}

@@ -179,7 +179,9 @@ def test_a_valid_routing_file_runs(deepep, tmp_path):
     d = ok_json(deepep("--set", "num_ranks=4", "--set", "routing=file",
                        "--set", f"routing_file={path}"))
     assert d["routing_dest_ranks_per_token"] == 4.0
-    assert d["dispatch_recv_tokens_mean"] == 512 * 3          # every token from the 3 peers
+    assert d["dispatch_recv_tokens_mean"] == 512 * 4          # every token from all 4 ranks
+    assert d["dispatch_recv_remote_tokens_mean"] == 512 * 3   # of which 3 over the network
+    assert d["dispatch_GBps"] == pytest.approx(d["dispatch_network_GBps"] * 4 / 3)
 
 
 def test_deepep_on_the_single_chip_topology(deepep):
