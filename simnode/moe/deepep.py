@@ -45,7 +45,8 @@ class DeepEPCosts:
     vf_launch_ns: float              #: launching one SIMT VF (facts 1.2, S6: ~0.5 us)
     histogram_ns_per_token: float    #: routing VF work per token of one AIV's range (S6)
     slot_assign_ns_per_peer: float   #: cross-AIV prefix sums per destination rank (S6)
-    remote_store_ns: float           #: one scalar remote store / atomic issued over UB_MEM
+    remote_store_ns: float           #: one round of SIMT remote stores / atomics over UB_MEM
+    barrier_ns_per_peer: float       #: the scalar cross-rank barrier's work per peer (S6)
     reduce_ops_per_element: float    #: vector ops per element of a reduced BF16 row (cast + add)
 
 
@@ -129,11 +130,11 @@ class DeepEPSim:
         # one-way latency of the farthest peer: what a barrier's last store still travels
         self.max_latency_ns = max(self.net.route(0, d)[1] for d in range(R)) if R > 1 else 0.0
 
-    def _barrier(self, name: str, rank: int, stores: int):
-        """Cross-rank barrier: issue ``stores`` remote stores, then wait until every rank has
-        issued its own and the last one has travelled the farthest path (facts 4.2 step 1)."""
+    def _barrier(self, name: str, rank: int, work_ns: float):
+        """Cross-rank barrier: ``work_ns`` of issuing (remote stores, polling), then wait until
+        every rank has issued its own and the last one has travelled the farthest path."""
         env = self.env
-        yield env.timeout(stores * self.costs.remote_store_ns)
+        yield env.timeout(work_ns)
         state = self.arrivals.setdefault(name, [0, env.event()])
         state[0] += 1
         if state[0] == self.spec.num_ranks:
@@ -141,19 +142,24 @@ class DeepEPSim:
         yield state[1]
         yield env.timeout(self.max_latency_ns)
 
+    def _scalar_barrier_ns(self) -> float:
+        """The barrier runs on the scalar unit (facts 4.2 step 1), which signals and polls the
+        peers one after another, so its work grows with the number of peers."""
+        return (self.spec.num_ranks - 1) * self.costs.barrier_ns_per_peer
+
     def _kernel_start(self, kind: str, rank: int, t: RankTimes):
         """Kernel launch + InitSocState, then the cross-rank entry barrier (facts 4.2 step 1)."""
         env = self.env
         t.start_ns = env.now
         yield env.timeout(self.costs.kernel_launch_ns)
         s = env.now
-        yield from self._barrier(f"{kind}.entry", rank, self.spec.num_ranks - 1)
+        yield from self._barrier(f"{kind}.entry", rank, self._scalar_barrier_ns())
         t.mark("entry barrier", s, env.now)
 
     def _kernel_end(self, kind: str, rank: int, t: RankTimes):
         """The benchmark's final barrier: every rank's traffic has landed (facts 2.4)."""
         s = self.env.now
-        yield from self._barrier(f"{kind}.exit", rank, self.spec.num_ranks - 1)
+        yield from self._barrier(f"{kind}.exit", rank, self._scalar_barrier_ns())
         t.mark("exit barrier", s, self.env.now)
         t.end_ns = self.env.now
 
@@ -187,7 +193,7 @@ class DeepEPSim:
         # then every owner waits for all ranks' arrivals (facts 4.2 step 6)
         s = env.now
         stores = math.ceil((R - 1) / A) + math.ceil(p.num_experts / A)
-        yield from self._barrier("dispatch.counts", r, stores)
+        yield from self._barrier("dispatch.counts", r, stores * c.remote_store_ns)
         t.mark("count exchange", s, env.now)
         # doorbells, then URMA moves every (token, peer) record (facts 4.2 step 7)
         s = env.now

@@ -49,7 +49,8 @@ FIELDS = (
     Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0),
     Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0),
     Field("slot_assign_ns_per_peer", "number", doc="prefix sums per destination rank", min_value=0),
-    Field("remote_store_ns", "number", doc="one scalar remote store or atomic", min_value=0),
+    Field("remote_store_ns", "number", doc="one round of SIMT remote stores or atomics", min_value=0),
+    Field("barrier_ns_per_peer", "number", doc="scalar cross-rank barrier work per peer", min_value=0),
     Field("reduce_ops_per_element", "number", doc="vector ops per reduced BF16 element", min_value=0),
 )
 
