@@ -98,3 +98,18 @@ def small_gemm(write_yaml):
              name: str = "gemm-small.yaml", **extra) -> Path:
         return write_yaml({"kind": "gemm", "m": m, "n": n, "k": k, "dtype": dtype, **extra}, name)
     return make
+
+
+@pytest.fixture
+def user_error():
+    """Check a CLI result is a user mistake: exit 2, one ``simnode: error:`` line holding
+    every needle, no traceback; ``nothing_ran`` also asserts nothing reached stdout."""
+    def check(res: CliResult, *needles: str, nothing_ran: bool = False) -> None:
+        assert res.code == 2, (res.code, res.out, res.err)
+        lines = res.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("simnode: error:"), res.err
+        for n in needles:
+            assert n in lines[0], (n, lines[0])
+        if nothing_ran:
+            assert res.out == ""
+    return check

@@ -48,43 +48,34 @@ def test_json_has_a_point_per_object_and_parallel_equals_serial(sweep):
     assert par.out == ser.out
 
 
-def assert_user_error(res, *needles):
-    assert res.code == 2, (res.code, res.out, res.err)
-    lines = res.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("simnode: error:"), res.err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    assert res.out == ""                                     # nothing ran
+def test_unknown_field(sweep, user_error):
+    user_error(sweep("--param", "foo=1,2"), "foo = 1", "expected an existing key",
+                      "num_ranks", nothing_ran=True)
 
 
-def test_unknown_field(sweep):
-    assert_user_error(sweep("--param", "foo=1,2"), "foo = 1", "expected an existing key",
-                      "num_ranks")
+def test_empty_list(sweep, user_error):
+    user_error(sweep("--param", "num_ranks="), "--param", "num_ranks = ''",
+                      "one or more values", nothing_ran=True)
 
 
-def test_empty_list(sweep):
-    assert_user_error(sweep("--param", "num_ranks="), "--param", "num_ranks = ''",
-                      "one or more values")
+def test_value_of_the_wrong_type(sweep, user_error):
+    user_error(sweep("--param", "num_ranks=abc"), "num_ranks = 'abc'", "an integer", nothing_ran=True)
 
 
-def test_value_of_the_wrong_type(sweep):
-    assert_user_error(sweep("--param", "num_ranks=abc"), "num_ranks = 'abc'", "an integer")
+def test_a_bad_value_later_in_the_grid_is_a_user_error(sweep, user_error):
+    user_error(sweep("--param", "num_ranks=2,12", "--jobs", "1"), "num_ranks = 12",
+                      "a divisor of num_experts (256)", nothing_ran=True)
 
 
-def test_a_bad_value_later_in_the_grid_is_a_user_error(sweep):
-    assert_user_error(sweep("--param", "num_ranks=2,12", "--jobs", "1"), "num_ranks = 12",
-                      "a divisor of num_experts (256)")
+def test_a_bad_value_in_a_parallel_sweep_is_a_user_error(sweep, user_error):
+    user_error(sweep("--param", "num_ranks=2,12", "--jobs", "2"), "num_ranks = 12",
+                      "a divisor of num_experts (256)", nothing_ran=True)
 
 
-def test_a_bad_value_in_a_parallel_sweep_is_a_user_error(sweep):
-    assert_user_error(sweep("--param", "num_ranks=2,12", "--jobs", "2"), "num_ranks = 12",
-                      "a divisor of num_experts (256)")
+def test_missing_param(sweep, user_error):
+    user_error(sweep(), "--param", "at least one --param", nothing_ran=True)
 
 
-def test_missing_param(sweep):
-    assert_user_error(sweep(), "--param", "at least one --param")
-
-
-def test_same_field_twice(sweep):
-    assert_user_error(sweep("--param", "num_ranks=2", "--param", "num_ranks=4"),
-                      "num_ranks = 4", "at most once")
+def test_same_field_twice(sweep, user_error):
+    user_error(sweep("--param", "num_ranks=2", "--param", "num_ranks=4"),
+                      "num_ranks = 4", "at most once", nothing_ran=True)
