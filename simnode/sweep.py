@@ -94,9 +94,17 @@ def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[
     points = grid(params)
     tasks = []
     topology, workload = str(Path(topology).resolve()), str(Path(workload).resolve())
+    if sets:
+        load_inputs(topology, workload, list(sets))          # a bad --set is named as such
     for point in points:
         point_sets = list(sets) + [f"{k}={v}" for k, v in point.items()]
-        load_inputs(topology, workload, point_sets)          # validate before running anything
+        try:
+            load_inputs(topology, workload, point_sets)      # validate before running anything
+        except ConfigError as exc:
+            if not exc.source.startswith("--set"):
+                raise
+            # the --set values passed alone, so the grid point is at fault: name --param
+            raise ConfigError("--param", exc.key_path, exc.value, exc.expected, exc.hint) from None
         tasks.append((topology, workload, point_sets, name))
     jobs = jobs or min(len(tasks), os.cpu_count() or 1)
     with Progress(len(tasks), f"sweep ({executor})", enabled=progress) as bar:

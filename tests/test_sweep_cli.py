@@ -49,8 +49,13 @@ def test_json_has_a_point_per_object_and_parallel_equals_serial(sweep):
 
 
 def test_unknown_field(sweep, user_error):
-    user_error(sweep("--param", "foo=1,2"), "foo = 1", "expected an existing key",
-                      "num_ranks", nothing_ran=True)
+    user_error(sweep("--param", "foo=1,2"), "--param: foo = 1", "expected an existing key",
+               "num_ranks", nothing_ran=True)
+
+
+def test_a_bad_set_beside_the_grid_is_named_as_set(sweep, user_error):
+    user_error(sweep("--set", "foo=1", "--param", "num_ranks=2,4"), "--set: foo = 1",
+               "expected an existing key", nothing_ran=True)
 
 
 def test_empty_list(sweep, user_error):
