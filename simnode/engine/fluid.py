@@ -98,6 +98,15 @@ class FluidShare:
     def _reallocate(self) -> None:
         """Progressive filling over classes, then schedule the next completion."""
         self.recomputes += 1
+        if len(self._active) == 1:          # one class (the common case): its bottleneck share
+            cls = self._active[0]
+            n = len(cls.heap)
+            cls.rate = min([cls.cap] + [self.capacity[r] / n for r in cls.resources])
+            rates = [0.0] * len(self.capacity)
+            for r in cls.resources:
+                rates[r] = cls.rate * n
+            self._publish(rates)
+            return
         remaining = list(self.capacity)
         users = [0] * len(remaining)
         todo = []
@@ -113,28 +122,26 @@ class FluidShare:
                     share = remaining[r] / u
                     if share < level:
                         level = share
-            keep = []
+            keep, frozen = [], []
             for cls, n in todo:
                 saturated = cls.cap <= level * (1 + 1e-12) or any(
                     users[r] and remaining[r] / users[r] <= level * (1 + 1e-12) for r in cls.resources)
-                if saturated:
-                    cls.rate = level
-                else:
-                    keep.append((cls, n))
-            if len(keep) == len(todo):      # numerical safety: freeze everything
-                for cls, _ in todo:
-                    cls.rate = level
-                keep = []
-            for cls, n in todo:
-                if (cls, n) not in keep:
-                    for r in cls.resources:
-                        remaining[r] -= level * n
-                        users[r] -= n
+                (frozen if saturated else keep).append((cls, n))
+            if not frozen:                  # numerical safety: freeze everything
+                frozen, keep = keep, []
+            for cls, n in frozen:
+                cls.rate = level
+                for r in cls.resources:
+                    remaining[r] -= level * n
+                    users[r] -= n
             todo = keep
         rates = [0.0] * len(self.capacity)
         for cls in self._active:
             for r in cls.resources:
                 rates[r] += cls.rate * len(cls.heap)
+        self._publish(rates)
+
+    def _publish(self, rates: list) -> None:
         self.current_rate = rates
         if self.on_rates is not None:
             self.on_rates(self.env.now, rates)
