@@ -90,8 +90,12 @@ def bandwidth_vs_ep_png(points, published=(), title: str = "") -> bytes:
             if metric not in results[0]:
                 continue
             label = f"{metric.split('_')[0]} (model{', ' + others if others else ''})"
-            ax.plot(x, [r[metric] for r in results], marker=markers[i % len(markers)],
-                    color=_COLORS[metric] if len(series) == 1 else None, label=label)
+            line, = ax.plot(x, [r[metric] for r in results], marker=markers[i % len(markers)],
+                            color=_COLORS[metric] if len(series) == 1 else None, label=label)
+            net = metric.replace("_GBps", "_network_GBps")
+            if all(net in r for r in results):     # the same without the self-rank records
+                ax.plot(x, [r[net] for r in results], linestyle="--", color=line.get_color(),
+                        label=f"{metric.split('_')[0]} network only (model)")
     for metric in BANDWIDTH_METRICS:
         pub = [q for q in published if q["metric"] == metric]
         if pub:
