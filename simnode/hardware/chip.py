@@ -59,6 +59,8 @@ _WRITE_PATHS = frozenset({"ub_to_gm", "l0c_to_gm"})
 class PipeStats:
     busy_ns: float = 0.0       #: time the pipe spends at its own intrinsic rate
     stall_ns: float = 0.0      #: extra time GM copies took because L2/HBM were shared
+    queue_full_ns: float = 0.0  #: time issue waited for a free MTE2 outstanding-request slot
+    wait_ns: dict = field(default_factory=dict)  #: time idle on flags, by the pipe that sets them
     instructions: int = 0
     finish_ns: float = 0.0
 
@@ -211,7 +213,8 @@ class ChipSim:
         inflight = deque()
         flags = self._flags
         share = self.share
-        busy = stall = 0.0
+        busy = stall = queue_full = 0.0
+        waits = {}
         t = done = env.now
         for ins in instrs:
             typ = type(ins)
@@ -230,6 +233,8 @@ class ChipSim:
                     ts = yield ev
                     del self._blocked[(core, unit, pipe)]
                 if ts > t:
+                    src = ins.src if typ is isa.WaitFlag else ins.from_unit
+                    waits[src] = waits.get(src, 0.0) + (ts - t)
                     t = ts
             elif typ is isa.SetFlag or typ is isa.CrossSet:
                 key = ((core, unit, ins.src, ins.dst, ins.event) if typ is isa.SetFlag
@@ -260,7 +265,10 @@ class ChipSim:
                 while inflight and inflight[0] <= t:
                     inflight.popleft()
                 if len(inflight) >= limit:
-                    t = max(t, inflight.popleft())
+                    free = inflight.popleft()
+                    if free > t:
+                        queue_full += free - t
+                        t = free
                 stream = size / p.bw
                 if p.gm:
                     if t > env.now:
@@ -310,6 +318,8 @@ class ChipSim:
                 raise ScheduleError(f"core{core:02d}.{unit}.{pipe}: cannot execute {ins!r}.")
         st.busy_ns = busy
         st.stall_ns = stall
+        st.queue_full_ns = queue_full
+        st.wait_ns = waits
         st.instructions = len(instrs)
         st.finish_ns = max(t, done)
 

@@ -77,6 +77,27 @@ def pipe_busy(run) -> dict[str, float]:
     return {k: total[k] / (count[k] * span) for k in sorted(total)}
 
 
+def flag_waits(run, min_frac: float = 0.01) -> dict[str, dict[str, float]]:
+    """Per pipe kind, the mean fraction of the run it sat idle on flags, by the pipe (same
+    unit) or unit (cross-core) that sets them: where a pipe's time goes when it is not busy.
+    Entries under ``min_frac`` are left out."""
+    total, count = {}, {}
+    span = run.makespan_ns or 1.0
+    for (_core, unit, pipe), st in run.pipe_stats.items():
+        k = f"{isa.unit_kind(unit)}.{pipe}"
+        count[k] = count.get(k, 0) + 1
+        acc = total.setdefault(k, {})
+        for src, ns in st.wait_ns.items():
+            acc[src] = acc.get(src, 0.0) + ns
+    out = {}
+    for k in sorted(total):
+        fr = {src: round(ns / (count[k] * span), 4) for src, ns in sorted(total[k].items())}
+        fr = {src: f for src, f in fr.items() if f >= min_frac}
+        if fr:
+            out[k] = fr
+    return out
+
+
 def bottleneck_of(busy: Mapping[str, float], l2_util: float, hbm_util: float) -> str:
     """The most utilized of: every pipe kind, L2 bandwidth, HBM bandwidth."""
     cands = [(v, PIPE_NAMES.get(k, k)) for k, v in busy.items()]
@@ -94,9 +115,10 @@ def chip_result(workload: str, kind: str, run, chip, roofline_ns: float = 0.0,
     l2_util = l2_GBps / chip.memory.l2_bandwidth_GBps
     hbm_util = hbm_GBps / chip.memory.hbm_bandwidth_GBps
     flops = run.schedule.flops
+    details = {**dict(details or {}), "idle_on_flags_frac": flag_waits(run)}
     return Result(workload, kind, span, flops, units.tflops(flops, span),
                   bottleneck_of(busy, l2_util, hbm_util), busy, run.l2_bytes, l2_GBps, l2_util,
-                  run.hbm_bytes, hbm_GBps, hbm_util, roofline_ns, dict(details or {}))
+                  run.hbm_bytes, hbm_GBps, hbm_util, roofline_ns, details)
 
 
 def format_table(r: Result) -> str:
@@ -119,6 +141,9 @@ def format_table(r: Result) -> str:
     for k, v in r.details.items():
         if isinstance(v, Mapping):
             for sub, x in v.items():
+                if isinstance(x, Mapping):
+                    x = ", ".join(f"{a}={b:.4g}" if isinstance(b, float) else f"{a}={b}"
+                                  for a, b in x.items())
                 rows.append((f"{k}.{sub}", f"{x:.4g}" if isinstance(x, float) else str(x)))
         elif isinstance(v, (list, tuple)):
             for i, x in enumerate(v):

@@ -244,6 +244,14 @@ def test_cross_core_flag_aiv_to_aic(chip):
     assert r.makespan_ns == pytest.approx(ns(100 + 512 + 8), abs=1e-9)
 
 
+def test_idle_time_on_flags_is_charged_to_the_setter(chip):
+    r = run(chip, {("aiv0", "v"): [isa.VecOp(5100, "simple"), isa.CrossSet("aic", 3)],
+                   ("aic", "m"): [isa.CrossWait("aiv0", 3), isa.Mmad(128, 128, 128, "bf16")]})
+    waits = r.pipe_stats[(0, "aic", "m")].wait_ns
+    assert waits == {"aiv0": pytest.approx(ns(100), abs=1e-9)}     # idle until the VF ends
+    assert r.pipe_stats[(0, "aiv0", "v")].wait_ns == {}
+
+
 def test_cross_core_flag_aic_to_aiv(chip):
     r = run(chip, {("aiv1", "v"): [isa.CrossWait("aic", 15), isa.VecOp(5100, "simple")],
                    ("aic", "m"): [isa.Mmad(128, 128, 128, "bf16"), isa.CrossSet("aiv1", 15)]})

@@ -52,6 +52,10 @@ def test_b_one_vector_core_per_cube_is_clearly_slower(go):
     v_one = one.pipe_busy_frac["aiv.v"] * one.makespan_ns
     v_two = two.pipe_busy_frac["aiv.v"] * two.makespan_ns
     assert v_one > 1.9 * v_two
+    # ... and the result says where its time goes: with one UB holding all 64 rows of O,
+    # only 2 gather chunks fit, so the vector unit idles on the MTE2 gather
+    assert one.details["idle_on_flags_frac"]["aiv.v"]["mte2"] > 0.3
+    assert two.details["idle_on_flags_frac"]["aiv.v"].get("mte2", 0.0) < 0.1
 
 
 def test_b_fp8_dequant_on_one_vector_core_outruns_the_cube(go):
