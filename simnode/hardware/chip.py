@@ -211,6 +211,9 @@ class ChipSim:
         limit = (chip.sync.mte2_outstanding_per_aic if unit == "aic"
                  else chip.sync.mte2_outstanding_per_aiv) if pipe == "mte2" else 1 << 30
         inflight = deque()
+        # counter track of the MTE2 queue (facts 1.4, S1): the issued-but-incomplete requests
+        # at each issue, the new one included (one event per request keeps traces lean)
+        qtrack = f"core{core:02d}.{unit} MTE2 outstanding" if tid is not None and pipe == "mte2" else None
         flags = self._flags
         share = self.share
         busy = stall = queue_full = 0.0
@@ -290,6 +293,8 @@ class ChipSim:
                 busy += max(stream, p.ii)
                 if pipe == "mte2":
                     inflight.append(comp)
+                    if qtrack is not None:
+                        tracer.counter(pid, qtrack, start, {"requests": len(inflight)})
                 if comp > done:
                     done = comp
             elif typ is isa.VecOp:
@@ -317,6 +322,8 @@ class ChipSim:
             else:
                 raise ScheduleError(f"core{core:02d}.{unit}.{pipe}: cannot execute {ins!r}.")
         st.busy_ns = busy
+        if qtrack is not None and inflight:     # empty once the last request completes
+            tracer.counter(pid, qtrack, max(inflight), {"requests": 0})
         st.stall_ns = stall
         st.queue_full_ns = queue_full
         st.wait_ns = waits

@@ -126,7 +126,7 @@ def test_trace_has_bandwidth_counters(traced, chip):
     data, result = traced
     counters = defaultdict(list)
     for e in data["traceEvents"]:
-        if e["ph"] == "C":
+        if e["ph"] == "C" and "bandwidth" in e["name"]:
             counters[e["name"]].append(e)
     assert set(counters) == {"L2 bandwidth", "HBM bandwidth"}
     caps = {"L2 bandwidth": chip.memory.l2_bandwidth_GBps,
@@ -139,6 +139,18 @@ def test_trace_has_bandwidth_counters(traced, chip):
         assert values[-1] == 0.0                            # idle once the last transfer ends
         assert all(e["ts"] <= end_us for e in evs)
         assert [e["ts"] for e in evs] == sorted(e["ts"] for e in evs)
+
+
+def test_trace_has_an_mte2_queue_counter_per_unit(traced, chip):
+    data, _ = traced
+    depth = defaultdict(list)
+    for e in data["traceEvents"]:
+        if e["ph"] == "C" and e["name"].endswith("MTE2 outstanding"):
+            depth[e["name"]].append(e["args"]["requests"])
+    assert "core00.aic MTE2 outstanding" in depth
+    for values in depth.values():
+        assert 0 <= min(values) and max(values) <= chip.sync.mte2_outstanding_per_aic
+        assert values[-1] == 0
 
 
 def test_copy_spans_carry_bytes_and_completion(traced):

@@ -189,6 +189,13 @@ def test_seventeenth_small_copy_waits_for_the_first(chip_no_ii, tmp_path):
     assert first_done_us == pytest.approx((stream + base) / 1000, abs=1e-4)
     assert spans[16]["ts"] >= first_done_us - 1e-4
     assert all(s["ts"] < first_done_us for s in spans[:16])
+    # the queue's counter track, sampled at each issue: 1..16, the 17th after one left (16
+    # again), then 0 once the last completes
+    depth = [e for e in json.loads(path.read_text())["traceEvents"]
+             if e["ph"] == "C" and e["name"] == "core00.aiv0 MTE2 outstanding"]
+    depth.sort(key=lambda e: e["ts"])
+    values = [e["args"]["requests"] for e in depth]
+    assert values == list(range(1, 17)) + [16, 0]
 
 
 # -- flags -------------------------------------------------------------------------------------
