@@ -309,10 +309,9 @@ class DeepEPSim:
         np.fill_diagonal(traffic, 0)
         self._check_conservation(kind, traffic)
         net.sync()
-        # dispatch: records landing at each rank; combine: partial rows returning to each
-        # token's source rank (one per (token, destination rank) it dispatched)
-        recv = plan.pair_tokens.sum(axis=0) if kind == "dispatch" else plan.pair_tokens.sum(axis=1)
-        remote = recv - np.diag(plan.pair_tokens)
+        # both kernels count the rank's num_recv_tokens from dispatch (facts 2.4): the records
+        # that landed at it, which are also the rows it returns in combine
+        recv, remote = plan.recv_tokens(include_self=True), plan.recv_tokens()
         logical = sz.dispatch_logical_bytes if kind == "dispatch" else sz.combine_row_bytes
         horizon = max(tt.end_ns for tt in times)
         chip_util = {}
