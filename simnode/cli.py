@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                      help="an override applied to every case (e.g. a what-if on the hardware)")
     val.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
+    val.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                     help="run only cases whose id matches this glob (deepep-*); repeatable")
     sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")
     _add_common(sched)
     sched.add_argument("--core", type=int, default=0, help="which core to list")
@@ -126,10 +128,11 @@ def cmd_sweep(args) -> int:
 def cmd_validate(args) -> int:
     from pathlib import Path
 
+    from simnode.regress import select
     from simnode.validate import format_cases, load_cases, run_cases
     path = Path(args.cases) if args.cases else Path(__file__).resolve().parent.parent / "validation" / "published.yaml"
-    rows = run_cases(load_cases(path), path.parent.parent if not args.cases else Path.cwd(),
-                     args.sets, args.jobs)
+    cases = select(load_cases(path), args.only)
+    rows = run_cases(cases, path.parent.parent if not args.cases else Path.cwd(), args.sets, args.jobs)
     print(format_cases(rows))
     return 0 if all(r.ok for r in rows) else 1
 

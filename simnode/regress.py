@@ -109,13 +109,14 @@ def load_scenarios(path) -> ScenarioFile:
     return ScenarioFile(path, root, figures, scenarios)
 
 
-def select(scenarios: list[Scenario], patterns: list[str]) -> list[Scenario]:
-    """Scenarios whose id matches any glob pattern (all if none); a pattern matching none is an error."""
+def select(scenarios: list, patterns: list[str]) -> list:
+    """Scenarios (or validation cases: anything with an ``id``) whose id matches any glob
+    pattern (all if none); a pattern matching none is an error."""
     if not patterns:
         return list(scenarios)
     for p in patterns:
         if not any(fnmatch.fnmatchcase(s.id, p) for s in scenarios):
-            raise ConfigError("--only", "only", p, "a scenario id or glob pattern matching one of: "
+            raise ConfigError("--only", "only", p, "an id or glob pattern matching one of: "
                               + ", ".join(s.id for s in scenarios))
     return [s for s in scenarios if any(fnmatch.fnmatchcase(s.id, p) for p in patterns)]
 

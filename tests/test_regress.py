@@ -92,7 +92,7 @@ def test_two_runs_are_identical(cli, folder):
 def test_only_pattern_matching_nothing_is_a_clear_error(cli, folder):
     res = cli("regress", "--baselines", folder, "--only", "deepep-*")
     assert res.code == 2
-    assert "--only: only = 'deepep-*': expected a scenario id or glob pattern matching one of: small-gemm" in res.err
+    assert "--only: only = 'deepep-*': expected an id or glob pattern matching one of: small-gemm" in res.err
     assert "Traceback" not in res.err
 
 

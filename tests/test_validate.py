@@ -70,3 +70,15 @@ def test_bad_case_file_names_the_key(tmp_path):
                     "    metric: m\n    published: -3\n    tolerance: 0.1\n")
     with pytest.raises(ConfigError, match=r"cases\[0\]\.published = -3"):
         load_cases(path)
+
+
+def test_only_runs_the_matching_shipped_cases(cli):
+    # the published BF16 GEMM lands within its tolerance on main (2 s)
+    res = cli("validate", "--only", "gemm-*", "--jobs", "1")
+    assert res.code == 0, res.out + res.err
+    assert "gemm-bf16-4096x7168x16384" in res.out and "deepep" not in res.out
+    assert "1 of 1 within tolerance" in res.out
+
+
+def test_only_with_no_match_is_a_user_error(cli, user_error):
+    user_error(cli("validate", "--only", "nope"), "--only: only = 'nope'", "deepep-ep8-dispatch")
