@@ -215,7 +215,6 @@ class ChipSim:
         # at each issue, the new one included (one event per request keeps traces lean)
         qtrack = f"core{core:02d}.{unit} MTE2 outstanding" if tid is not None and pipe == "mte2" else None
         flags = self._flags
-        share = self.share
         busy = stall = queue_full = 0.0
         waits = {}
         t = done = env.now
