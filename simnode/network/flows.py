@@ -211,12 +211,14 @@ class FlowNetwork(BatchedShare):
         return max(self.last_served_ns, 0.0)
 
     def hottest_links(self, n: int = 10) -> list[tuple[str, float, float]]:
-        """The ``n`` network resources that moved the most bytes: (name, bytes, utilization),
-        utilization = bytes / (capacity x ``horizon_ns()``). Ties break by resource id."""
+        """The ``n`` busiest network resources: (name, bytes, utilization), utilization =
+        bytes / (capacity x ``horizon_ns()``), highest first (a bundle of spine uplinks can
+        move the most bytes while a single rank port is the one that is full). Ties break by
+        bytes, then resource id."""
         self.sync()
         k = self.num_network_resources
         horizon = self.horizon_ns()
-        order = sorted(range(k), key=lambda r: (-self._bytes[r], r))[:n]
+        order = sorted(range(k), key=lambda r: (-self._bytes[r] / self._cap[r], -self._bytes[r], r))[:n]
         return [(self.names[r], float(self._bytes[r]),
                  float(self._bytes[r] / (self._cap[r] * horizon)) if horizon > 0 else 0.0)
                 for r in order]
