@@ -44,7 +44,7 @@ class DeepEPCosts:
     kernel_launch_ns: float          #: kernel launch + InitSocState (facts 1.2, S6: ~1.9 us)
     vf_launch_ns: float              #: launching one SIMT VF (facts 1.2, S6: ~0.5 us)
     histogram_ns_per_token: float    #: routing VF work per token of one AIV's range (S6)
-    slot_assign_ns_per_peer: float   #: cross-AIV prefix sums per destination rank (S6)
+    slot_assign_ns_per_token: float  #: slot assignment per token of one AIV's range (S6)
     remote_store_ns: float           #: one round of SIMT remote stores / atomics over UB_MEM
     barrier_ns_per_peer: float       #: the scalar cross-rank barrier's work per peer (S6)
     reduce_ops_per_element: float    #: vector ops per element of a reduced BF16 row (cast + add)
@@ -183,17 +183,21 @@ class DeepEPSim:
                              (local_bytes / 2, local_bytes / 2, local_bytes))
         yield env.all_of([routing, copies])
         t.mark("routing + local copies", s, env.now)
-        # cross-AIV prefix sums per destination, SQE writes by the warps (facts 4.2 steps 3-4)
+        # cross-AIV prefix sums (facts 4.2 step 3): each AIV stores its per-peer counts to GM,
+        # then one warp per destination rank (64 AIVs x 16 warps cover up to 1024 peers at
+        # once, S6) polls the 64 entries and scans them: a store and a poll round, whatever
+        # the number of peers; then slot assignment over the AIV's tokens; then the warps
+        # write the SQEs into the SQ in GM (step 4)
         s = env.now
+        yield env.timeout(2 * c.remote_store_ns + tokens_per_aiv * c.slot_assign_ns_per_token)
         sqes = int(plan.aiv_sqes[r].sum(axis=1).max())
-        sqe_write = self._local((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
-        yield env.all_of([env.timeout(R * c.slot_assign_ns_per_peer), sqe_write])
+        yield self._local((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
         t.mark("prefix sums + SQEs", s, env.now)
-        # count exchange: per-peer prefix sums and expert-count atomics, spread over the AIVs,
-        # then every owner waits for all ranks' arrivals (facts 4.2 step 6)
+        # count exchange (facts 4.2 step 6): a round of rank-count stores (each AIV's lanes
+        # take peers AIV, AIV + 64, ... in parallel) and a round of expert-count atomics (AIV
+        # 0, one lane per expert), then every owner waits for all ranks' arrivals
         s = env.now
-        stores = math.ceil((R - 1) / A) + math.ceil(p.num_experts / A)
-        yield from self._barrier("dispatch.counts", r, stores * c.remote_store_ns)
+        yield from self._barrier("dispatch.counts", r, 2 * c.remote_store_ns)
         t.mark("count exchange", s, env.now)
         # doorbells, then URMA moves every (token, peer) record (facts 4.2 step 7)
         s = env.now
