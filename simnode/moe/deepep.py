@@ -46,7 +46,7 @@ class DeepEPCosts:
     histogram_ns_per_token: float    #: routing VF work per token of one AIV's range (S6)
     slot_assign_ns_per_token: float  #: slot assignment per token of one AIV's range (S6)
     remote_store_ns: float           #: one round of SIMT remote stores / atomics over UB_MEM
-    barrier_ns_per_peer: float       #: the scalar cross-rank barrier's work per peer (S6)
+    barrier_ns: float                #: a cross-rank barrier's own work, before waiting for peers
     reduce_ops_per_element: float    #: vector ops per element of a reduced BF16 row (cast + add)
 
 
@@ -142,24 +142,19 @@ class DeepEPSim:
         yield state[1]
         yield env.timeout(self.max_latency_ns)
 
-    def _scalar_barrier_ns(self) -> float:
-        """The barrier runs on the scalar unit (facts 4.2 step 1), which signals and polls the
-        peers one after another, so its work grows with the number of peers."""
-        return (self.spec.num_ranks - 1) * self.costs.barrier_ns_per_peer
-
     def _kernel_start(self, kind: str, rank: int, t: RankTimes):
         """Kernel launch + InitSocState, then the cross-rank entry barrier (facts 4.2 step 1)."""
         env = self.env
         t.start_ns = env.now
         yield env.timeout(self.costs.kernel_launch_ns)
         s = env.now
-        yield from self._barrier(f"{kind}.entry", rank, self._scalar_barrier_ns())
+        yield from self._barrier(f"{kind}.entry", rank, self.costs.barrier_ns)
         t.mark("entry barrier", s, env.now)
 
     def _kernel_end(self, kind: str, rank: int, t: RankTimes):
         """The benchmark's final barrier: every rank's traffic has landed (facts 2.4)."""
         s = self.env.now
-        yield from self._barrier(f"{kind}.exit", rank, self._scalar_barrier_ns())
+        yield from self._barrier(f"{kind}.exit", rank, self.costs.barrier_ns)
         t.mark("exit barrier", s, self.env.now)
         t.end_ns = self.env.now
 

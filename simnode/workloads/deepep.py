@@ -51,7 +51,8 @@ FIELDS = (
     Field("slot_assign_ns_per_token", "number", doc="slot assignment per token of an AIV's range",
           min_value=0),
     Field("remote_store_ns", "number", doc="one round of SIMT remote stores or atomics", min_value=0),
-    Field("barrier_ns_per_peer", "number", doc="scalar cross-rank barrier work per peer", min_value=0),
+    Field("barrier_ns", "number", doc="a cross-rank barrier's own work, before waiting for peers",
+          min_value=0),
     Field("reduce_ops_per_element", "number", doc="vector ops per reduced BF16 element", min_value=0),
 )
 

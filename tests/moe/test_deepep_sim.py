@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGY = REPO_ROOT / "topologies" / "atlas950-supernode.yaml"
 WORKLOAD = REPO_ROOT / "workloads" / "deepep-normal.yaml"
 ZERO_COSTS = {f: 0 for f in ("kernel_launch_ns", "vf_launch_ns", "histogram_ns_per_token",
-                             "slot_assign_ns_per_token", "remote_store_ns", "barrier_ns_per_peer",
+                             "slot_assign_ns_per_token", "remote_store_ns", "barrier_ns",
                              "reduce_ops_per_element")}
 
 
