@@ -21,6 +21,7 @@ import sys
 
 import importlib
 
+from simnode.commands import jobs_count
 from simnode.errors import SimnodeError
 
 #: further subcommands, one module each in simnode/commands/: ``register(subparsers)`` adds
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--param", dest="params", action="append", default=[],
                        metavar="FIELD=V1,V2,...", help="a swept field (as --set); repeatable: "
                        "the grid is their cartesian product")
-    sweep.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
+    sweep.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
     sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
     sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ (simnode.outdir)")
     sweep.add_argument("--executor", default="local", help="local (worker processes) or dask")
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="validation file (default: validation/published.yaml of this checkout)")
     val.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                      help="an override applied to every case (e.g. a what-if on the hardware)")
-    val.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
+    val.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
     val.add_argument("--only", action="append", default=[], metavar="PATTERN",
                      help="run only cases whose id matches this glob (deepep-*); repeatable")
     sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")

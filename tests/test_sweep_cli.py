@@ -84,3 +84,13 @@ def test_missing_param(sweep, user_error):
 def test_same_field_twice(sweep, user_error):
     user_error(sweep("--param", "num_ranks=2", "--param", "num_ranks=4"),
                       "num_ranks = 4", "at most once", nothing_ran=True)
+
+
+@pytest.mark.parametrize("command", ["sweep", "validate", "regress"])
+def test_a_negative_jobs_count_is_a_usage_error(cli, repo_root, command):
+    files = ([repo_root / "topologies" / "atlas950-supernode.yaml",
+              repo_root / "workloads" / "deepep-normal.yaml"] if command == "sweep" else [])
+    res = cli(command, *files, "--jobs", "-3")
+    assert res.code == 2 and res.out == ""
+    assert "argument --jobs: '-3': expected an integer >= 0" in res.err
+    assert "Traceback" not in res.err

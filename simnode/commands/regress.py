@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from simnode.commands import jobs_count
 from simnode.errors import ConfigError
 
 #: the baselines shipped with this checkout
@@ -34,7 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="an override applied to every selected scenario (a what-if: "
                         "topology.supernode.port_bandwidth_GBps=25.71); not with --update")
-    p.add_argument("--jobs", type=int, default=0, help="worker processes (0 = one per core)")
+    p.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
     p.add_argument("--update", action="store_true",
                    help="show the diff, then rewrite the selected baselines from this run")
     p.set_defaults(func=cmd_regress)
