@@ -164,30 +164,33 @@ class DeepEPSim:
         R, A = self.spec.num_ranks, p.num_aiv
         sz = plan.sizes
         yield from self._kernel_start("dispatch", r, t)
-        # routing VF (histogram, dedup, SGE indices) with, overlapped, metadata assembly and
-        # self-rank copies through HBM by MTE2/MTE3 (facts 4.2 steps 2 and 5)
+        # routing VF (histogram, dedup, SGE indices) with, overlapped, the scalar's metadata
+        # assembly: one record per token (scales, top-k ids and weights, source index) read
+        # GM->UB and written UB->GM to metadata_send_buffer (facts 4.2 steps 2 and 5)
         s = env.now
         tokens_per_aiv = math.ceil(p.tokens_per_rank / A)
         routing = env.timeout(c.vf_launch_ns + tokens_per_aiv * c.histogram_ns_per_token)
-        sent = int(plan.pair_tokens[r].sum() - plan.pair_tokens[r, r])
-        self_tokens = int(plan.pair_tokens[r, r])
-        # GM->UB->GM: self rows + metadata records read and written once each
-        local_bytes = 2 * (self_tokens * (sz.hidden_row_bytes + sz.metadata_bytes)
-                           + sent * sz.metadata_bytes)
-        copies = self._local((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]),
-                             (local_bytes / 2, local_bytes / 2, local_bytes))
-        yield env.all_of([routing, copies])
-        t.mark("routing + local copies", s, env.now)
+        meta = p.tokens_per_rank * sz.metadata_bytes
+        metadata = self._local((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]), (meta, meta, 2 * meta))
+        yield env.all_of([routing, metadata])
+        t.mark("routing + metadata", s, env.now)
         # cross-AIV prefix sums (facts 4.2 step 3): each AIV stores its per-peer counts to GM,
         # then one warp per destination rank (64 AIVs x 16 warps cover up to 1024 peers at
         # once, S6) polls the 64 entries and scans them: a store and a poll round, whatever
-        # the number of peers; then slot assignment over the AIV's tokens; then the warps
-        # write the SQEs into the SQ in GM (step 4)
+        # the number of peers; then slot assignment over the AIV's tokens
         s = env.now
         yield env.timeout(2 * c.remote_store_ns + tokens_per_aiv * c.slot_assign_ns_per_token)
+        t.mark("prefix sums + slots", s, env.now)
+        # the warps write the SQEs into the SQ in GM (step 4) while the scalar, released by the
+        # slot assignment (S6: local_copy_ready), copies the self-rank tokens GM->UB->GM into
+        # their receive slots (step 5)
+        s = env.now
         sqes = int(plan.aiv_sqes[r].sum(axis=1).max())
-        yield self._local((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
-        t.mark("prefix sums + SQEs", s, env.now)
+        sqe_write = self._local((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
+        own = int(plan.pair_tokens[r, r]) * (sz.hidden_row_bytes + sz.metadata_bytes)
+        self_copies = self._local((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]), (own, own, 2 * own))
+        yield env.all_of([sqe_write, self_copies])
+        t.mark("SQEs + self-rank copies", s, env.now)
         # count exchange (facts 4.2 step 6): a round of rank-count stores (each AIV's lanes
         # take peers AIV, AIV + 64, ... in parallel) and a round of expert-count atomics (AIV
         # 0, one lane per expert), then every owner waits for all ranks' arrivals
