@@ -59,7 +59,8 @@ FIELDS = (
 _COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
 
 
-def _topology_for(topology, params):
+def _topology_for(topology, params, source: str = "workload"):
+    """The topology at the workload's num_ranks; ``source`` names the workload in errors."""
     if topology.supernode is None:
         raise ConfigError(topology.source, "supernode", "<missing>",
                           "a supernode section: workload kind 'deepep' runs on a supernode")
@@ -67,12 +68,14 @@ def _topology_for(topology, params):
     if n and n != topology.supernode.num_ranks:
         spec = dataclasses.replace(topology.supernode, num_ranks=n)
         if n < 2:
-            raise ConfigError("workload", "num_ranks", n, "at least 2 ranks")
+            raise ConfigError(source, "num_ranks", n, "at least 2 ranks")
         check_shape(spec)
         topology = dataclasses.replace(topology, supernode=spec)
     ranks = topology.supernode.num_ranks
     if params["num_experts"] % ranks:
-        raise ConfigError("workload", "num_ranks", ranks,
+        # num_ranks = 0 in the workload leaves the count to the topology file
+        where = (source, "num_ranks") if n else (topology.source, "supernode.num_ranks")
+        raise ConfigError(*where, ranks,
                           f"a divisor of num_experts ({params['num_experts']}): experts are "
                           f"placed on ranks in equal contiguous blocks")
     return topology

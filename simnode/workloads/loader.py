@@ -64,5 +64,5 @@ def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
         raise ConfigError(str(topology_path), "supernode", "<missing>",
                           f"a supernode section: workload kind '{kind.name}' runs on a supernode")
     if kind.check is not None:
-        kind.check(topology, params)
+        kind.check(topology, params, src)
     return RunInputs(topology, kind, params, str(workload_path))

@@ -45,7 +45,7 @@ class WorkloadKind:
     doc: str = ""
     needs_supernode: bool = False
     build: Callable | None = None                  #: build(topology, params) -> (params, KernelSchedule)
-    check: Callable | None = None                  #: check(topology, params): raise ConfigError early
+    check: Callable | None = None                  #: check(topology, params, source): raise ConfigError early
 
     def optional_keys(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields if f.default is not REQUIRED)

@@ -129,8 +129,16 @@ def test_trace_has_ranks_phases_network_counters_and_paired_arrows(deepep, tmp_p
 
 # -- user errors ----------------------------------------------------------------------------------
 def test_num_ranks_must_divide_num_experts(deepep, user_error):
-    user_error(deepep("--set", "num_ranks=12"),
+    user_error(deepep("--set", "num_ranks=12"), "deepep-normal.yaml (with --set overrides)",
                       "num_ranks = 12", "a divisor of num_experts (256)")
+
+
+def test_a_topology_rank_count_that_does_not_divide_the_experts_names_the_topology(
+        deepep, user_error):
+    # num_ranks = 0 in the workload leaves the count to the topology file
+    user_error(deepep("--set", "num_ranks=0", "--set", "topology.supernode.num_ranks=12"),
+               "atlas950-supernode.yaml (with --set overrides)", "supernode.num_ranks = 12",
+               "a divisor of num_experts (256)")
 
 
 def test_num_ranks_above_what_the_clos_supports(deepep, user_error):
@@ -139,7 +147,8 @@ def test_num_ranks_above_what_the_clos_supports(deepep, user_error):
 
 
 def test_num_ranks_below_two(deepep, user_error):
-    user_error(deepep("--set", "num_ranks=1"), "num_ranks = 1", "at least 2 ranks")
+    user_error(deepep("--set", "num_ranks=1"), "deepep-normal.yaml", "num_ranks = 1",
+               "at least 2 ranks")
 
 
 def test_routing_file_required_when_routing_is_file(deepep, user_error):
