@@ -106,6 +106,15 @@ def bottleneck_of(busy: Mapping[str, float], l2_util: float, hbm_util: float) ->
     return cands[0][1]
 
 
+def busiest_by_unit(busy: Mapping[str, float]) -> dict[str, str]:
+    """Per core kind ("aic", "aiv"), its busiest pipe: the pipe that would bind if the
+    other kind's work were free, e.g. FixPipe against the cube in S1's 1C1V reasoning."""
+    out = {}
+    for k, v in sorted(busy.items(), key=lambda kv: (-kv[1], kv[0])):
+        out.setdefault(k.split(".", 1)[0], PIPE_NAMES.get(k, k))
+    return dict(sorted(out.items()))
+
+
 def chip_result(workload: str, kind: str, run, chip, roofline_ns: float = 0.0,
                 details: Mapping | None = None) -> Result:
     span = run.makespan_ns
@@ -115,7 +124,8 @@ def chip_result(workload: str, kind: str, run, chip, roofline_ns: float = 0.0,
     l2_util = l2_GBps / chip.memory.l2_bandwidth_GBps
     hbm_util = hbm_GBps / chip.memory.hbm_bandwidth_GBps
     flops = run.schedule.flops
-    details = {**dict(details or {}), "idle_on_flags_frac": flag_waits(run)}
+    details = {**dict(details or {}), "busiest_pipe_by_unit": busiest_by_unit(busy),
+               "idle_on_flags_frac": flag_waits(run)}
     return Result(workload, kind, span, flops, units.tflops(flops, span),
                   bottleneck_of(busy, l2_util, hbm_util), busy, run.l2_bytes, l2_GBps, l2_util,
                   run.hbm_bytes, hbm_GBps, hbm_util, roofline_ns, details)

@@ -70,6 +70,11 @@ def test_c_1c1v_fixpipe_outweighs_the_cube_below_b_topk_73(go, b_topk, fix_over_
     ratio = r.pipe_busy_frac["aic.fix"] / r.pipe_busy_frac["aic.m"]
     assert (ratio > 1.0) is fix_over_cube
     assert ratio == pytest.approx((1024 + 2 * b_topk) / (16 * b_topk), rel=0.02)
+    # the result names FixPipe as the AIC's binding pipe below the crossover, the cube above;
+    # the kernel as a whole is bound by the one AIV's vector work (reason (b))
+    aic = r.details["busiest_pipe_by_unit"]["aic"]
+    assert aic == ("FixPipe (aic.fix)" if fix_over_cube else "cube (aic.m)")
+    assert r.bottleneck == "vector (aiv.v)"
 
 
 def test_d_gather2_off_is_slower(go):
