@@ -181,3 +181,12 @@ def test_trace_into_missing_folder_is_a_user_error(cli, topology_path, small_gem
     assert res.code == 2 and res.out == ""
     assert res.err.strip() == (f"simnode: error: --trace: trace = '{target}': expected a file in "
                                f"an existing folder ({target.parent} is not one).")
+
+
+def test_a_mistyped_set_key_lists_the_kinds_optional_fields_too(cli, topology_path, repo_root,
+                                                                 user_error):
+    # batch is a decode field the prefill file leaves at its default: still settable, so listed
+    res = cli("run", topology_path, repo_root / "workloads" / "sparse-mla-prefill.yaml",
+              "--set", "btch=64")
+    user_error(res, "btch = 64", "valid keys here:", "batch, ", "topk_extra", "Did you mean 'batch'?",
+               nothing_ran=True)

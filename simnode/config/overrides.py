@@ -48,7 +48,8 @@ def apply_overrides(data: dict, assignments: dict[str, object], source: str,
             if not isinstance(node, dict):
                 raise ConfigError(source, dotted, value, f"'{'.'.join(parts[:depth])}' to be a mapping")
             if part not in node and not (last and dotted in extra_keys):
-                valid = sorted(str(k) for k in node)
+                valid = sorted({str(k) for k in node} |
+                               ({k for k in extra_keys if "." not in k} if depth == 0 else set()))
                 raise ConfigError(source, prefix, value,
                                   "an existing key; valid keys here: " + ", ".join(valid),
                                   did_you_mean(part, valid))
