@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--out", metavar="DIR", help="write result.json, config.json (simnode.outdir)")
-    run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file")
+    run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file (gzip-compressed if FILE "
+                          "ends in .gz; Perfetto opens both)")
     run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
                      help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
     run.add_argument("--seed", type=int, default=None,

@@ -6,6 +6,7 @@ byte-identical output across runs."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 from collections import defaultdict
@@ -210,3 +211,18 @@ def test_traced_runs_are_byte_identical(tmp_path, gemm_file, topology_path):
     out_b = _cli_trace(topology_path, gemm_file, b)
     assert a.read_bytes() == b.read_bytes()
     assert out_a == out_b
+
+
+def test_a_gz_trace_is_the_same_json_compressed_and_byte_identical_across_runs(
+        tmp_path, gemm_file, topology_path, traced):
+    plain = tmp_path / "t.json"
+    a, b = tmp_path / "a" / "t.json.gz", tmp_path / "b" / "t.json.gz"
+    a.parent.mkdir()
+    b.parent.mkdir()                     # another folder and time: the header names neither
+    _cli_trace(topology_path, gemm_file, plain)
+    _cli_trace(topology_path, gemm_file, a)
+    _cli_trace(topology_path, gemm_file, b)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.read_bytes()[:2] == b"\x1f\x8b"                    # gzip magic
+    assert gzip.decompress(a.read_bytes()) == plain.read_bytes()
+    assert a.stat().st_size < plain.stat().st_size / 4
