@@ -111,7 +111,7 @@ def _open_text(path: str):
         return open(path, "w", encoding="utf-8"), None
     raw = open(path, "wb")
     # filename "" and mtime 0: the gzip header carries neither, so reruns are byte-identical
-    gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+    gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
     return io.TextIOWrapper(gz, encoding="utf-8"), raw
 
 
