@@ -260,14 +260,21 @@ class DeepEPSim:
     def _reduction(self, d: int, r: int) -> tuple[tuple, tuple]:
         """Resources and total work of owner d's reduction of the rows it returns to r: MTE2
         reads of every expert row of tokens with >= 2 experts on d, their vector adds, the
-        MTE3 write of each partial sum, their HBM traffic, and one VF launch per task."""
+        MTE3 write of each partial sum, their HBM traffic, and one VF launch per task; for
+        r == d every token, reduced or copied, goes through UB into the receive buffer."""
         plan, c = self.plan, self.costs
         row = plan.sizes.expert_row_bytes
         rows, toks = int(plan.reduce_rows[d, r]), int(plan.reduce_tokens[d, r])
+        added = rows * plan.params.hidden * c.reduce_ops_per_element     # vector adds
+        if r == d:
+            # a self token with one local row is still copied GM->UB->GM into the receive
+            # buffer (S6 combine_impl: load_next_token + store_last_token when is_local);
+            # only a remote one is sent straight from x; a copy has no vector adds
+            singles = int(plan.combine_tokens[d, :, d].sum()) - toks
+            rows, toks = rows + singles, toks + singles
         tasks = int(plan.combine_tasks[d, :, r].sum())
-        elems = plan.params.hidden
         res = (self.r_mte2[d], self.r_mte3[d], self.r_vec[d], self.r_aiv[d], self.r_hbm[d])
-        units = (rows * row, toks * row, rows * elems * c.reduce_ops_per_element,
+        units = (rows * row, toks * row, added,
                  tasks * c.vf_launch_ns, (rows + toks) * row)
         return res, units
 
