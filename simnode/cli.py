@@ -105,7 +105,23 @@ def cmd_run(args) -> int:
     print(to_json(shown) if args.json else format_table(shown))
     if args.out:
         write_run(args.out, result, args.topology, args.workload, sets)
+    if args.trace:
+        _warn_if_heavy(args.trace)
     return 0
+
+
+# The Perfetto UI runs in the browser's memory: plain JSON traces of several hundred MB
+# load slowly or not at all (google/perfetto issue 99: a 900 MB trace crashed the UI).
+HEAVY_TRACE_BYTES = 256 * 2**20
+
+
+def _warn_if_heavy(path) -> None:
+    """A note on stderr when a plain trace is large enough to strain a trace viewer."""
+    import os
+    size = os.path.getsize(path)
+    if size > HEAVY_TRACE_BYTES and not str(path).endswith(".gz"):
+        print(f"simnode: note: trace {path} is {size / 2**20:.0f} MiB; name it *.json.gz to "
+              f"compress it (~17x) or narrow it with --trace-scope 'core00.*'", file=sys.stderr)
 
 
 def cmd_sweep(args) -> int:
