@@ -189,9 +189,13 @@ def render_html(folder: ResultFolder, cases_path=None) -> str:
     if folder.is_sweep:
         parts.append(_table([("swept field", "name"), ("values", "as given")],
                             [[k, ", ".join(map(str, v))] for k, v in folder.params.items()]))
-    bottlenecks = [[p.label, p.result["bottleneck"]] for p in folder.points]
+    by_unit = [p.result.get("busiest_pipe_by_unit", {}) for p in folder.points]
+    kinds = sorted({k for b in by_unit for k in b})        # chip runs: "aic", "aiv"; DeepEP: none
+    bottlenecks = [[p.label, p.result["bottleneck"]] + [b.get(k, ("&ndash;",)) for k in kinds]
+                   for p, b in zip(folder.points, by_unit)]
     parts += ["<h2>Bottleneck of each run</h2>",
-              _table([("run", "name"), ("bottleneck", "resource")], bottlenecks)]
+              _table([("run", "name"), ("bottleneck", "resource")]
+                     + [(f"busiest {k.upper()} pipe", "pipe") for k in kinds], bottlenecks)]
     parts += _tables(folder) + _plots(folder, cases_path)
     config = folder.path / "config.json"
     if config.exists() and not folder.is_sweep:

@@ -46,6 +46,10 @@ def test_run_report_gemm(gemm_run_dir, cli):
     result = json.loads((gemm_run_dir / "result.json").read_text())
     assert f"{result['makespan_ns'] / result['roofline_ns']:,.3f}" in page
     assert result["bottleneck"] in page
+    assert "busiest AIC pipe (pipe)" in headers(page)       # a GEMM runs no AIV pipe
+    assert "busiest AIV pipe (pipe)" not in headers(page)
+    aic = result["busiest_pipe_by_unit"]["aic"].replace(">", "&gt;")
+    assert f'<td class="text">{aic}</td>' in page
     assert len(IMG_SRC.findall(page)) == 2                  # pipe bars and roofline position
     assert "Configuration" in page
 
@@ -63,6 +67,7 @@ def test_run_report_deepep(deepep_run_dir, tmp_path, cli):
         for link in result[f"{kernel}_hottest_links"]:
             assert f">{link['link'].replace('>', '&gt;')}<" in page
     assert "Hottest links" in page and "busy (% of kernel time)" in headers(page)
+    assert not any(h.startswith("busiest") for h in headers(page))   # no chip pipes in DeepEP
     assert all(re.search(r"\(.+\)$", h) for h in headers(page))
     assert len(IMG_SRC.findall(page)) == 2                  # bandwidth vs EP and link heat map
 
