@@ -181,3 +181,15 @@ def test_trace_arrows_are_capped_per_kernel(tmp_path):
     big_events = json.loads((tmp_path / "big.json").read_text())["traceEvents"]
     assert MAX_ARROWS < sum(e["ph"] == "s" for e in big_events) <= 2 * MAX_ARROWS
     assert (tmp_path / "big.json").stat().st_size < 2_000_000
+
+
+@settings(max_examples=10, deadline=None)
+@given(configs(), st.sampled_from([1.25, 2.0, 4.0]), st.sampled_from(["dispatch", "combine"]))
+def test_faster_ports_never_make_a_kernel_slower(cfg, factor, kind):
+    """Monotonicity (style.md): every port faster by ``factor`` never lengthens a kernel."""
+    base = make_sim(**cfg)
+    bw = base.spec.port_bandwidth_GBps
+    slow = base.run(kind).kernel_ns.max()
+    fast = make_sim(**cfg, **{"topology.supernode.port_bandwidth_GBps": bw * factor})
+    assert fast.spec.port_bandwidth_GBps == pytest.approx(bw * factor)
+    assert fast.run(kind).kernel_ns.max() <= slow * (1 + 1e-9)
