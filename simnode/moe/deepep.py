@@ -233,9 +233,11 @@ class DeepEPSim:
         s = env.now
         yield env.timeout(c.vf_launch_ns)               # peer infos by a small SIMT VF (step 1)
         t.mark("peer info VF", s, env.now)
-        # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4): pipeline fill
+        # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4), or after all of
+        # its tokens if it has fewer: pipeline fill
         s = env.now
-        fill_tokens = p.combine_task_tokens * p.combine_doorbell_tasks
+        fill_tokens = min(p.combine_task_tokens * p.combine_doorbell_tasks,
+                          int(plan.combine_tokens[d].sum(axis=1).max()))
         rows = plan.reduce_rows[d].sum() / max(1, plan.combine_tokens[d].sum())
         yield env.timeout(self._reduce_ns_one_aiv(fill_tokens, rows)
                           + p.combine_doorbell_tasks * c.vf_launch_ns + self.spec.doorbell_ns)
