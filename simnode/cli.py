@@ -100,7 +100,7 @@ def cmd_run(args) -> int:
     if args.out:
         check_out_dir(args.out)
     opts = RunOptions(args.trace, args.trace_scope)
-    result = inputs.kind.run(inputs.topology, inputs.params, opts, name=_name(args.workload))
+    result = inputs.run(opts, name=_name(args.workload))
     shown, _ = split_series(result)        # link time series go to --out only
     print(to_json(shown) if args.json else format_table(shown))
     if args.out:
@@ -163,7 +163,7 @@ def cmd_schedule(args) -> int:
     if inputs.kind.build is None:
         raise ConfigError(args.workload, "kind", inputs.kind.name,
                           "a chip workload kind with a single schedule")
-    _, sched = inputs.kind.build(inputs.topology, inputs.params)
+    _, sched = inputs.build()
     sched.check(inputs.topology.chip)      # reject what `run` would reject (buffer overflow ...)
     if not 0 <= args.core < len(sched.cores):
         raise ConfigError("--core", "core", args.core, f"0..{len(sched.cores) - 1}")

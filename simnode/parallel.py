@@ -23,8 +23,7 @@ def run_to_dict(task: RunTask) -> dict:
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
     inputs = load_inputs(topology, workload, list(sets))
-    return inputs.kind.run(inputs.topology, inputs.params, RunOptions(),
-                           name=Path(workload).stem).to_dict()
+    return inputs.run(RunOptions(), name=Path(workload).stem).to_dict()
 
 
 def run_all(tasks: list[RunTask], jobs: int = 0) -> dict:

@@ -66,7 +66,7 @@ def _run_point(args):
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
     inputs = load_inputs(topology, workload, sets)
-    return inputs.kind.run(inputs.topology, inputs.params, RunOptions(), name=name)
+    return inputs.run(RunOptions(), name=name)
 
 
 def check_executor(executor: str, address: str | None) -> None:

@@ -103,7 +103,9 @@ def test_impossible_schedule_names_buffer_capacity_and_demand(command, cli, topo
               "--set", "k=256", "--set", "block_m=512", "--set", "block_n=512")
     assert res.code == 2 and res.out == ""
     lines = res.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("simnode: error: schedule 'gemm_512x512x256_bf16'")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"simnode: error: {gemm_workload_path} (with --set overrides): "
+        "schedule 'gemm_512x512x256_bf16'")
     assert "L0C of aic overflows" in lines[0]
     assert "demand 1048576 B" in lines[0] and "capacity 262144 B (256 KiB)" in lines[0]
     assert "Traceback" not in res.err
@@ -160,7 +162,7 @@ def test_cli_deadlock_is_reported_not_hung(cli, topology_path, stuck_kind, tmp_p
     lines = res.err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in res.err
     msg = lines[0]
-    assert msg.startswith("simnode: error: 'stuck-probe' deadlocked at t = ")
+    assert msg.startswith(f"simnode: error: {stuck_kind}: 'stuck-probe' deadlocked at t = ")
     assert "2 waiting pipe(s)" in msg
     assert "core00.aic.m waits on flag mte1->m event 1" in msg
     assert "core00.aiv0.v waits on cross-core flag 2 (aic -> aiv0)" in msg
@@ -190,3 +192,10 @@ def test_a_mistyped_set_key_lists_the_kinds_optional_fields_too(cli, topology_pa
               "--set", "btch=64")
     user_error(res, "btch = 64", "valid keys here:", "batch, ", "topk_extra", "Did you mean 'batch'?",
                nothing_ran=True)
+
+
+def test_an_impossible_topk_schedule_names_the_workload_file(cli, topology_path, repo_root,
+                                                             user_error):
+    wl = repo_root / "workloads" / "topk-indexer.yaml"
+    user_error(cli("run", topology_path, wl, "--set", "stages=1"),
+               f"{wl} (with --set overrides): topk: stages = 1", "expected 2..8", nothing_ran=True)

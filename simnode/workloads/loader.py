@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from simnode.config.fields import Reader, load_yaml
 from simnode.config.overrides import apply_overrides, parse_assignment
 from simnode.config.topology import Topology, load_topology_raw, topology_from_mapping
-from simnode.errors import ConfigError
+from simnode.errors import ConfigError, DeadlockError, ScheduleError
 from simnode.workloads.registry import WorkloadKind, get_kind
 
 TOPOLOGY_PREFIX = "topology."
@@ -23,7 +23,26 @@ class RunInputs:
     topology: Topology
     kind: WorkloadKind
     params: dict
-    workload_source: str
+    workload_source: str          #: the workload file, "(with --set overrides)" if any
+
+    def run(self, options=None, name: str = "run"):
+        """The kind's result; an impossible or deadlocked schedule names the workload."""
+        try:
+            return self.kind.run(self.topology, self.params, options, name=name)
+        except (ScheduleError, DeadlockError) as exc:
+            raise _in_workload(exc, self.workload_source) from None
+
+    def build(self):
+        """The kind's (params, schedule) without running it; errors as ``run``."""
+        try:
+            return self.kind.build(self.topology, self.params)
+        except (ScheduleError, DeadlockError) as exc:
+            raise _in_workload(exc, self.workload_source) from None
+
+
+def _in_workload(exc: Exception, source: str) -> Exception:
+    """The same error with the workload it came from in front of its message."""
+    return type(exc)(f"{source}: {exc}")
 
 
 def split_sets(sets: list[str] | dict) -> tuple[dict, dict]:
@@ -65,4 +84,4 @@ def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
                           f"a supernode section: workload kind '{kind.name}' runs on a supernode")
     if kind.check is not None:
         kind.check(topology, params, src)
-    return RunInputs(topology, kind, params, str(workload_path))
+    return RunInputs(topology, kind, params, src)
