@@ -13,7 +13,8 @@ to the resource that pays it, in proportion to the train's progress (a weight pe
 wire byte), so per-message costs and contention are mechanisms, not factors:
 
 - ``urmaR``: rank R's URMA engine, 1 ns of work per ns; each WQE costs
-  ``wqe_processing_ns`` (topology), so small messages load it more;
+  ``wqe_processing_ns`` (topology), so small messages load it more
+  (``simnode.network.urma``, shared with the transport microbenchmark);
 - ``hbmR``: rank R's HBM, shared by the URMA engine's payload and descriptor reads,
   the receiver's remote writes and (combine) the AIVs' reduction reads and writes:
   "HBM contention with URMA" (facts 4.3, S5) is this sharing;
@@ -36,6 +37,7 @@ import simpy
 from simnode.moe.deepep_plan import DeepEPPlan
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
+from simnode.network.urma import RankEndpoints, nonzero
 
 
 @dataclass(frozen=True)
@@ -114,16 +116,15 @@ class DeepEPSim:
         f = chip.aiv_freq_GHz
         per_aiv_mte2 = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
         per_aiv_mte3 = chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-        self.r_hbm = self.net.add_resources([f"rank{r}.hbm" for r in range(R)],
-                                            [chip.memory.hbm_bandwidth_GBps] * R)
-        # 1 ns of engine (or AIV) time per ns: weights are ns of work per wire byte
-        self.r_urma = self.net.add_resources([f"rank{r}.urma" for r in range(R)], [1.0] * R)
+        self.ends = RankEndpoints(self.net, chip.memory.hbm_bandwidth_GBps)
+        self.r_hbm, self.r_urma = self.ends.hbm, self.ends.urma
         self.r_mte2 = self.net.add_resources([f"rank{r}.aiv_mte2" for r in range(R)],
                                              [A * per_aiv_mte2] * R)
         self.r_mte3 = self.net.add_resources([f"rank{r}.aiv_mte3" for r in range(R)],
                                              [A * per_aiv_mte3] * R)
         self.r_vec = self.net.add_resources([f"rank{r}.aiv_vec" for r in range(R)],
                                             [A * chip.vector.ops_per_cycle["simple"] * f] * R)
+        # 1 ns of AIV scalar / VF time per ns, like the URMA engine
         self.r_aiv = self.net.add_resources([f"rank{r}.aiv_scalar" for r in range(R)],
                                             [float(A)] * R)
         self.arrivals: dict = {}
@@ -207,22 +208,10 @@ class DeepEPSim:
                 continue
             payload = n * sz.dispatch_wire_bytes
             wqes = int(plan.pair_sqes[r, d])
-            sends.append(self._send(r, d, payload, wqes * sz.sqe_bytes, wqes))
+            sends.append(self.ends.send(r, d, payload, wqes * sz.sqe_bytes, wqes))
         yield env.all_of(sends)
         t.mark("URMA transfer + drain", s, env.now)
         yield from self._kernel_end("dispatch", r, t)
-
-    def _send(self, src: int, dst: int, payload: float, descriptor_bytes: float, wqes: int,
-              extra: tuple = (), extra_units: tuple = ()):
-        """One message train src -> dst. Charges, per train: the sender's HBM (payload and
-        descriptor reads), the receiver's HBM (remote writes), the sender's URMA engine
-        (``wqes`` x wqe_processing_ns) and any ``extra`` resources (``extra_units`` each)."""
-        wire = self.spec.wire_bytes(payload)
-        res, units = _nonzero((self.r_hbm[src], self.r_hbm[dst], self.r_urma[src]) + extra,
-                              (payload + descriptor_bytes, payload,
-                               wqes * self.spec.wqe_processing_ns) + extra_units)
-        return self.net.send(src, dst, payload, extra_resources=res,
-                             extra_weights=tuple(u / wire for u in units), tag=(src, dst))
 
     # -- combine -------------------------------------------------------------------------------
     def _combine_rank(self, d: int, t: RankTimes):
@@ -254,7 +243,7 @@ class DeepEPSim:
                     sends.append(self._local(res, units))
                 continue
             payload = n * sz.combine_wire_bytes
-            sends.append(self._send(d, r, payload, n * sz.combine_wqe_bytes, n, res, units))
+            sends.append(self.ends.send(d, r, payload, n * sz.combine_wqe_bytes, n, res, units))
         yield env.all_of(sends)
         t.mark("reduce + URMA transfer + drain", s, env.now)
         yield from self._kernel_end("combine", d, t)
@@ -282,7 +271,7 @@ class DeepEPSim:
 
     def _local(self, res: tuple, units: tuple):
         """Work with no network part: a transfer whose 'bytes' are the largest unit."""
-        res, units = _nonzero(res, units)
+        res, units = nonzero(res, units)
         size = max(units, default=0.0)
         return self.net.start_weighted(size, res, tuple(u / size for u in units) if size else ())
 
@@ -341,9 +330,3 @@ class DeepEPSim:
             raise RuntimeError(f"{kind}: conservation violated: {sent} payload bytes sent, "
                                f"{traffic.sum()} planned")
 
-
-def _nonzero(resources: tuple, units: tuple) -> tuple[tuple, tuple]:
-    """Drop resources a transfer does not use (zero work): the max-min solver needs every
-    listed resource to carry a positive weight."""
-    keep = [i for i, u in enumerate(units) if u > 0]
-    return tuple(resources[i] for i in keep), tuple(units[i] for i in keep)

@@ -1,0 +1,53 @@
+"""Each rank's URMA engine and HBM as resources of a ``FlowNetwork``.
+
+``RankEndpoints(net, hbm_GBps)`` adds, per rank R, ``rankR.hbm`` (the chip's HBM, in
+GB/s) and ``rankR.urma`` (the URMA engine, 1 ns of work per ns) to the network's
+resources. ``send(src, dst, payload_bytes, descriptor_bytes, wqes)`` starts one
+message train on the network that also charges, in proportion to its progress (a
+weight per wire byte, so contention with the links is max-min fair):
+
+- the sender's HBM: the payload and the WQEs the engine fetches (descriptor bytes);
+- the receiver's HBM: the remote writes of the payload;
+- the sender's URMA engine: ``wqes x spec.wqe_processing_ns``, so small messages load
+  it more (the per-message cost of facts 5.5's open "WQE processing rate");
+- any ``extra`` resources with their total ``extra_units`` of work (DeepEP's combine
+  charges its sender-side reduction this way).
+
+DeepEP (``simnode.moe.deepep``) and the transport microbenchmark
+(``simnode.workloads.transport``) post their messages through this one model.
+"""
+
+from __future__ import annotations
+
+from simnode.network.flows import FlowNetwork
+from simnode.network.share import Transfer
+
+
+class RankEndpoints:
+    """The ranks' HBM and URMA engine resources; see the module docstring."""
+
+    def __init__(self, net: FlowNetwork, hbm_GBps: float):
+        R = net.spec.num_ranks
+        self.net = net
+        self.spec = net.spec
+        self.hbm = net.add_resources([f"rank{r}.hbm" for r in range(R)], [hbm_GBps] * R)
+        # 1 ns of engine time per ns: weights are ns of work per wire byte
+        self.urma = net.add_resources([f"rank{r}.urma" for r in range(R)], [1.0] * R)
+
+    def send(self, src: int, dst: int, payload_bytes: float, descriptor_bytes: float, wqes: int,
+             extra: tuple = (), extra_units: tuple = (), flow_key: int = 0) -> Transfer:
+        """One message train src -> dst of ``wqes`` WQEs; returns the event of its arrival."""
+        wire = self.spec.wire_bytes(payload_bytes)
+        res, work = nonzero((self.hbm[src], self.hbm[dst], self.urma[src]) + tuple(extra),
+                            (payload_bytes + descriptor_bytes, payload_bytes,
+                             wqes * self.spec.wqe_processing_ns) + tuple(extra_units))
+        return self.net.send(src, dst, payload_bytes, extra_resources=res,
+                             extra_weights=tuple(u / wire for u in work), tag=(src, dst),
+                             flow_key=flow_key)
+
+
+def nonzero(resources: tuple, units: tuple) -> tuple[tuple, tuple]:
+    """Drop resources a transfer does not use (zero work): the max-min solver needs every
+    listed resource to carry a positive weight."""
+    keep = [i for i, u in enumerate(units) if u > 0]
+    return tuple(resources[i] for i in keep), tuple(units[i] for i in keep)
