@@ -14,7 +14,7 @@ import pytest
 
 from simnode.outdir import flatten
 from simnode.progress import Progress
-from simnode.workloads.deepep import link_util
+from simnode.workloads.supernode import link_util
 
 SMALL = ["--set", "m=256", "--set", "n=512", "--set", "k=1024"]
 SUPERNODE = "topologies/atlas950-supernode.yaml"

@@ -1,8 +1,9 @@
 """Chrome trace of DeepEP runs: per-rank phase tracks, link utilization, send arrows.
 
 ``DeepEPTracer.open(options)`` returns None unless a trace path was asked for. For
-each kernel run it writes: one process per rank (``rankNNN``) with a ``deepep``
-thread holding a span per phase; a ``network`` process with a counter track per
+each kernel run it writes: one process per rank (``rankNNN``) with a ``deepep`` thread
+(``thread``: the transport microbenchmark names it ``transport``) holding a span per
+phase; a ``network`` process with a counter track per
 link (busy fraction per time bin, from ``FlowNetwork.utilization_series``); and
 flow arrows from a sender's track to the receiver's, one per message train, for
 at most ``max_arrows`` trains per kernel (every k-th, so an EP128 trace stays small).
@@ -17,17 +18,18 @@ MAX_ARROWS = 2000            # per kernel: ~0.3 MB of arrows whatever the EP siz
 
 
 class DeepEPTracer:
-    def __init__(self, tracer: Tracer, max_arrows: int = MAX_ARROWS):
+    def __init__(self, tracer: Tracer, max_arrows: int = MAX_ARROWS, thread: str = "deepep"):
         self.tracer = tracer
+        self.thread = thread
         self.max_arrows = max_arrows
         self.offset_ns = 0.0
         self._flow_id = 0
 
     @classmethod
-    def open(cls, options):
+    def open(cls, options, thread: str = "deepep"):
         if options is None or not options.trace_path:
             return None
-        return cls(Tracer(options.trace_path, options.trace_scopes or None))
+        return cls(Tracer(options.trace_path, options.trace_scopes or None), thread=thread)
 
     def record(self, kind: str, sim, times, messages: list) -> None:
         """Write one kernel run: ``times`` per rank, ``messages`` (src, dst, start, arrival)."""
@@ -35,7 +37,7 @@ class DeepEPTracer:
         tids = []
         for r, t in enumerate(times):
             pid = tr.process(f"rank{r:03d}")
-            tid = tr.thread(pid, f"rank{r:03d}.deepep")
+            tid = tr.thread(pid, f"rank{r:03d}.{self.thread}")
             tids.append((pid, tid))
             if tid is None:
                 continue

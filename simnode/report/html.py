@@ -25,6 +25,9 @@ from simnode.report import plots
 from simnode.report.folder import ResultFolder, load_folder
 
 DEEPEP_KERNELS = ("dispatch", "combine")
+# network workload kinds: the kernels their results report as {kernel}_ns, _GBps, _hottest_links ...
+NETWORK_KERNELS = {"deepep": DEEPEP_KERNELS, "transport": ("transport",)}
+ALL_NETWORK_KERNELS = tuple(k for ks in NETWORK_KERNELS.values() for k in ks)
 MAX_HEATMAPS = 8
 
 _CSS = """
@@ -67,9 +70,9 @@ def _point_cells(folder: ResultFolder, p) -> list:
     return [str(p.point.get(k, "")) for k in folder.params]
 
 
-def deepep_kernel_bottleneck(result: dict, kernel: str) -> str:
+def network_kernel_bottleneck(result: dict, kernel: str) -> str:
     """The busiest of the kernel's hottest link and its per-rank chip resources (as the
-    deepep workload names the run's bottleneck)."""
+    deepep and transport workloads name the run's bottleneck)."""
     cands = [(h["util_frac"], f"link {h['link']}") for h in result.get(f"{kernel}_hottest_links", [])[:1]]
     cands += [(u, f"rank {name}") for name, u in result.get(f"{kernel}_chip_util_frac", {}).items()]
     if not cands:
@@ -82,14 +85,14 @@ def _kernel_rows(folder: ResultFolder) -> list[list]:
     rows = []
     for p in folder.points:
         r = p.result
-        if r["kind"] == "deepep":
-            for k in DEEPEP_KERNELS:
+        if r["kind"] in NETWORK_KERNELS:
+            for k in NETWORK_KERNELS[r["kind"]]:
                 if f"{k}_ns" not in r:
                     continue
                 rows.append(_point_cells(folder, p) + [
                     k, (_num(units.ns_to_us(r[f"{k}_ns"])),), (_num(units.ns_to_us(r[f"bound_{k}_ns"])),),
                     (_num(r[f"{k}_sim_over_bound"]),), ("&ndash;",), (_num(r[f"{k}_GBps"], 1),),
-                    deepep_kernel_bottleneck(r, k)])
+                    network_kernel_bottleneck(r, k)])
         else:
             span, bound = r["makespan_ns"], r.get("roofline_ns", 0.0)
             rows.append(_point_cells(folder, p) + [
@@ -104,13 +107,13 @@ def _tables(folder: ResultFolder) -> list[str]:
     pc = _point_columns(folder)
     out = ["<h2>Kernels</h2>",
            "<p>Simulated / bound = kernel time over its analytical lower bound (roofline for chip "
-           "kernels: compute, L2 and HBM at peak rates; DeepEP: per-rank link and resource bound). "
-           "DeepEP bandwidth: received tokens (self-rank included) x logical bytes per token / kernel "
-           "time, mean over ranks.</p>",
+           "kernels: compute, L2 and HBM at peak rates; DeepEP and transport: the busiest port's bytes / "
+           "bandwidth). DeepEP bandwidth: received tokens (self-rank included) x logical bytes per token "
+           "/ kernel time, mean over ranks; transport: payload put per sending rank / time.</p>",
            _table(pc + [("kernel", "name"), ("time", "us"), ("bound", "us"), ("simulated / bound", "ratio"),
                         ("achieved", "TFLOPS"), ("bandwidth", "GB/s per rank"), ("bottleneck", "resource")],
                   _kernel_rows(folder))]
-    chip = [p for p in folder.points if p.result["kind"] != "deepep"]
+    chip = [p for p in folder.points if p.result["kind"] not in NETWORK_KERNELS]
     if chip:
         out += ["<h2>Chip memory traffic</h2>", _table(
             pc + [("L2 traffic", "GB"), ("L2", "GB/s"), ("L2", "% of peak"),
@@ -129,18 +132,19 @@ def _tables(folder: ResultFolder) -> list[str]:
              for p in folder.points if p.result.get("pipe_busy_frac")])]
     links = []
     for p in folder.points:
-        for k in DEEPEP_KERNELS:
+        for k in ALL_NETWORK_KERNELS:
             for h in p.result.get(f"{k}_hottest_links", []):
                 links.append(_point_cells(folder, p) + [k, h["link"], (_num(h["bytes"] / units.BYTES_PER_GB),),
                                                         (_num(100 * h["util_frac"], 1),)])
     if links:
         out += ["<h2>Hottest links</h2>", _table(
             pc + [("kernel", "name"), ("link", "name"), ("traffic", "GB"), ("busy", "% of kernel time")], links)]
-    for k in DEEPEP_KERNELS:
+    for k in ALL_NETWORK_KERNELS:
         runs = [p for p in folder.points if p.result.get(f"{k}_phases_us")]
         names = list(dict.fromkeys(n for p in runs for n in p.result[f"{k}_phases_us"]))
         if runs:
-            out += [f"<h2>DeepEP {k} phases (rank 0)</h2>", _table(
+            what = f"DeepEP {k}" if k in DEEPEP_KERNELS else k.capitalize()
+            out += [f"<h2>{what} phases (first sending rank)</h2>", _table(
                 pc + [(n, "us") for n in names],
                 [_point_cells(folder, p) + [(_num(p.result[f"{k}_phases_us"].get(n)),) for n in names]
                  for p in runs])]

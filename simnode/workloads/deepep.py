@@ -23,11 +23,9 @@ from simnode.errors import ConfigError
 from simnode.moe.deepep import DeepEPCosts, DeepEPSim
 from simnode.moe.deepep_plan import DeepEPParams, build_plan
 from simnode.moe.routing import load_routing_file, route_supernode
-from simnode.network.spec import check_shape
 from simnode.report.result import Result
 from simnode.workloads.registry import Field, WorkloadKind, register
-
-LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``
+from simnode.workloads.supernode import link_util, with_num_ranks
 
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0),
@@ -61,16 +59,8 @@ _COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
 
 def _topology_for(topology, params, source: str = "workload"):
     """The topology at the workload's num_ranks; ``source`` names the workload in errors."""
-    if topology.supernode is None:
-        raise ConfigError(topology.source, "supernode", "<missing>",
-                          "a supernode section: workload kind 'deepep' runs on a supernode")
     n = params["num_ranks"]
-    if n and n != topology.supernode.num_ranks:
-        spec = dataclasses.replace(topology.supernode, num_ranks=n)
-        if n < 2:
-            raise ConfigError(source, "num_ranks", n, "at least 2 ranks")
-        check_shape(spec)
-        topology = dataclasses.replace(topology, supernode=spec)
+    topology = with_num_ranks(topology, n, "deepep", source)
     ranks = topology.supernode.num_ranks
     if params["num_experts"] % ranks:
         # num_ranks = 0 in the workload leaves the count to the topology file
@@ -120,22 +110,6 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
         if tracer is not None:
             tracer.close()
     return _result(name, topology, plan, runs, util)
-
-
-def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
-    """Busy fraction per network link (not chip resources) over time, in at most
-    ``max_bins`` equal bins: {"bin_edges_ns": [...], "links": {name: [fraction per bin]}}.
-    Adjacent bins of ``net.utilization_series()`` are averaged k at a time (they are of
-    equal width); the last group may hold fewer bins and ends at the last recorded edge."""
-    edges, frac = net.utilization_series()
-    frac = frac[:, :net.num_network_resources]
-    k = -(-frac.shape[0] // max_bins)
-    starts = np.arange(0, frac.shape[0], k)
-    merged = np.add.reduceat(frac, starts, axis=0) / np.diff(np.append(starts, frac.shape[0]))[:, None]
-    out_edges = [float(e) for e in edges[starts]] + [float(edges[-1])]
-    return {"bin_edges_ns": out_edges,
-            "links": {net.names[r]: [round(float(x), 4) for x in merged[:, r]]
-                      for r in range(net.num_network_resources)}}
 
 
 def _result(name, topology, plan, runs, util) -> Result:

@@ -1,0 +1,50 @@
+"""Helpers shared by the workload kinds that run on a supernode (``deepep``, ``transport``).
+
+``with_num_ranks(topology, num_ranks, kind, source)`` returns the topology at a
+workload's EP size (the workload's ``num_ranks`` overrides ``supernode.num_ranks``, so
+one topology file serves every size) and ``link_util(net)`` the per-link busy fraction
+over time that ``simnode.outdir`` writes to network_util.json for the report's heat map.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from simnode.errors import ConfigError
+from simnode.network.spec import check_shape
+
+LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``
+
+
+def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"):
+    """The topology at a workload's ``num_ranks`` (0 = the topology's own count); ``kind``
+    and ``source`` (the workload file) name the workload in errors."""
+    if topology.supernode is None:
+        raise ConfigError(topology.source, "supernode", "<missing>",
+                          f"a supernode section: workload kind '{kind}' runs on a supernode")
+    if num_ranks and num_ranks != topology.supernode.num_ranks:
+        spec = dataclasses.replace(topology.supernode, num_ranks=num_ranks)
+        if num_ranks < 2:
+            raise ConfigError(source, "num_ranks", num_ranks, "at least 2 ranks")
+        check_shape(spec)
+        topology = dataclasses.replace(topology, supernode=spec)
+    return topology
+
+
+
+def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
+    """Busy fraction per network link (not chip resources) over time, in at most
+    ``max_bins`` equal bins: {"bin_edges_ns": [...], "links": {name: [fraction per bin]}}.
+    Adjacent bins of ``net.utilization_series()`` are averaged k at a time (they are of
+    equal width); the last group may hold fewer bins and ends at the last recorded edge."""
+    edges, frac = net.utilization_series()
+    frac = frac[:, :net.num_network_resources]
+    k = -(-frac.shape[0] // max_bins)
+    starts = np.arange(0, frac.shape[0], k)
+    merged = np.add.reduceat(frac, starts, axis=0) / np.diff(np.append(starts, frac.shape[0]))[:, None]
+    out_edges = [float(e) for e in edges[starts]] + [float(edges[-1])]
+    return {"bin_edges_ns": out_edges,
+            "links": {net.names[r]: [round(float(x), 4) for x in merged[:, r]]
+                      for r in range(net.num_network_resources)}}

@@ -1,0 +1,188 @@
+"""Workload kind ``transport``: put microbenchmarks on the supernode (p2p, ring, all-to-all).
+
+The probe that separates the transport from the software above it, like nccl-tests'
+alltoall or the HCCS/UB transport benchmark of S13 (facts 0): every sending rank posts
+one train of ``messages_per_peer`` put WQEs to each peer of the pattern at once, rings
+one doorbell, and is done when every put is complete: its last byte has landed and
+the acknowledgement has travelled back (a reliable write completes on the ack). The
+puts go through the same URMA engine and HBM model as DeepEP
+(``simnode.network.urma``), so per-message engine costs, headers, latencies and link
+sharing are the ones DeepEP's trains see, without DeepEP's kernel phases.
+
+Patterns: ``p2p`` (rank ``p2p_src`` to rank ``p2p_dst`` only), ``ring`` (r to r + 1) and
+``alltoall`` (every rank to every other). The result reports ``transport_ns`` (the
+slowest sender, as S13 and nccl-tests time an iteration), ``transport_GBps`` (payload
+per sending rank / time), ``aggregate_GBps`` (all payload / time), the rank's port
+payload limit and the share of it reached, the analytical bound and the hottest links.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import simpy
+
+from simnode import units
+from simnode.errors import ConfigError
+from simnode.moe.deepep import RankTimes
+from simnode.moe.deepep_trace import DeepEPTracer
+from simnode.network.bound import analytical_bound_ns
+from simnode.network.flows import FlowNetwork
+from simnode.network.urma import RankEndpoints
+from simnode.report.result import Result
+from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.supernode import link_util, with_num_ranks
+
+PATTERNS = ("p2p", "ring", "alltoall")
+# a put WQE: 48 B header + one 16 B SGE = one 64 B WQEBB (facts 4.2 step 4's SQE layout)
+PUT_WQEBBS = 1
+
+FIELDS = (
+    Field("pattern", "str", "alltoall", "who sends to whom", PATTERNS),
+    Field("num_ranks", "int", 0, "ranks (0 = the topology's supernode.num_ranks)", min_value=0),
+    Field("bytes_per_peer", "int", 32 * 2**20, "payload bytes each sender puts to each of its peers",
+          min_value=1),
+    Field("messages_per_peer", "int", 1, "put WQEs the bytes to one peer are split into", min_value=1),
+    Field("p2p_src", "int", 0, "p2p: the sending rank", min_value=0),
+    Field("p2p_dst", "int", 1, "p2p: the receiving rank", min_value=0),
+    Field("batch_window_ns", "number", 0.0, "flow solver batching window (0 = exact)", min_value=0),
+)
+
+
+def peers_of(pattern: str, num_ranks: int, p2p_src: int = 0, p2p_dst: int = 1) -> list[list[int]]:
+    """The ranks each rank sends to, per rank (empty for a rank that does not send)."""
+    R = num_ranks
+    if pattern == "p2p":
+        return [[p2p_dst] if r == p2p_src else [] for r in range(R)]
+    if pattern == "ring":
+        return [[(r + 1) % R] for r in range(R)]
+    return [[d for d in range(R) if d != r] for r in range(R)]
+
+
+def _check(topology, params, source: str = "workload"):
+    """The topology at the workload's num_ranks; p2p ranks must exist and differ."""
+    topology = with_num_ranks(topology, params["num_ranks"], "transport", source)
+    R = topology.supernode.num_ranks
+    if params["pattern"] == "p2p":
+        for key in ("p2p_src", "p2p_dst"):
+            if params[key] >= R:
+                raise ConfigError(source, key, params[key], f"a rank in 0..{R - 1} ({R} ranks)")
+        if params["p2p_src"] == params["p2p_dst"]:
+            raise ConfigError(source, "p2p_dst", params["p2p_dst"],
+                              f"a rank other than p2p_src ({params['p2p_src']}): a put to itself "
+                              f"never reaches the network")
+    return topology
+
+
+class TransportSim:
+    """One run of the pattern on every rank; see the module docstring."""
+
+    def __init__(self, topology, peers: list[list[int]], bytes_per_peer: int, messages_per_peer: int,
+                 batch_window_ns: float = 0.0, tracer=None):
+        self.spec = topology.supernode
+        self.chip = topology.chip
+        self.peers = peers
+        self.bytes_per_peer = bytes_per_peer
+        self.wqes = messages_per_peer
+        self.batch_window_ns = batch_window_ns
+        self.tracer = tracer
+
+    def _put(self, src: int, dst: int):
+        """One train of puts; complete when its last byte has landed and the ack is back."""
+        yield self.ends.send(src, dst, self.bytes_per_peer, self.wqes * PUT_WQEBBS * self.spec.wqebb_bytes,
+                             self.wqes)
+        yield self.env.timeout(self.net.route(dst, src)[1])
+
+    def _rank(self, r: int, t: RankTimes):
+        env = self.env
+        t.start_ns = env.now
+        yield env.timeout(self.spec.doorbell_ns)            # one doorbell after posting the WQEs
+        t.mark("doorbell", t.start_ns, env.now)
+        s = env.now
+        yield env.all_of([env.process(self._put(r, d)) for d in self.peers[r]])
+        t.mark("puts (transfer + ack)", s, env.now)
+        t.end_ns = env.now
+
+    def run(self) -> dict:
+        self.env = simpy.Environment()
+        self.net = FlowNetwork(self.env, self.spec, batch_window_ns=self.batch_window_ns)
+        self.ends = RankEndpoints(self.net, self.chip.memory.hbm_bandwidth_GBps)
+        senders = [r for r, p in enumerate(self.peers) if p]
+        times = {r: RankTimes() for r in senders}
+        messages = []
+        if self.tracer is not None:
+            self.net.on_served = lambda tr: messages.append(
+                (tr.src, tr.dst, tr.start_ns, tr.served_ns + tr.latency_ns))
+        for r in senders:
+            self.env.process(self._rank(r, times[r]))
+        self.env.run()
+        if self.tracer is not None:
+            self.tracer.record("transport", self, [times.get(r, RankTimes()) for r in range(len(self.peers))],
+                               sorted(messages))
+        R = len(self.peers)
+        traffic = np.zeros((R, R))
+        for r in senders:
+            traffic[r, self.peers[r]] = self.bytes_per_peer
+        if not math.isclose(self.net.payload_bytes_sent, float(traffic.sum()), rel_tol=1e-9):
+            raise RuntimeError(f"transport: conservation violated: {self.net.payload_bytes_sent} payload "
+                               f"bytes sent, {traffic.sum()} planned")
+        horizon = max(times[r].end_ns for r in senders)
+        chip_util = {}
+        for name, ids in (("hbm", self.ends.hbm), ("urma", self.ends.urma)):
+            chip_util[name] = float((self.net.bytes_by_resource[ids] / (self.net.capacity[ids] * horizon)).max())
+        return {"rank_ns": np.array([times[r].end_ns - times[r].start_ns for r in senders]),
+                "phases": times[senders[0]].phases, "traffic": traffic,
+                "wire_bytes": float(self.net.bytes_by_resource[:self.net.num_network_resources].sum()),
+                "bound_ns": analytical_bound_ns(traffic, self.spec), "hottest": self.net.hottest_links(5),
+                "chip_util": chip_util, "recomputes": self.net.recomputes, "util": link_util(self.net)}
+
+
+def run(topology, params: dict, options=None, name: str = "transport"):
+    topology = _check(topology, params)
+    spec = topology.supernode
+    peers = peers_of(params["pattern"], spec.num_ranks, params["p2p_src"], params["p2p_dst"])
+    tracer = DeepEPTracer.open(options, thread="transport")
+    try:
+        out = TransportSim(topology, peers, params["bytes_per_peer"], params["messages_per_peer"],
+                           params["batch_window_ns"], tracer).run()
+    finally:
+        if tracer is not None:
+            tracer.close()
+    return _result(name, spec, params, peers, out)
+
+
+def _result(name, spec, params, peers, out) -> Result:
+    t_ns = float(out["rank_ns"].max())
+    senders = sum(1 for p in peers if p)
+    total = float(out["traffic"].sum())
+    limit = spec.ports_per_rank * spec.port_bandwidth_GBps * spec.payload_efficiency
+    per_rank = total / senders / t_ns
+    hottest = out["hottest"]
+    cands = [(u, f"link {n}") for n, _, u in hottest[:1]]
+    cands += [(u, f"rank {res}") for res, u in out["chip_util"].items()]
+    util, label = max(cands, key=lambda c: c[0])
+    details = {
+        "num_ranks": spec.num_ranks, "pattern": params["pattern"], "senders": senders,
+        "bytes_per_peer": params["bytes_per_peer"], "messages_per_peer": params["messages_per_peer"],
+        "byte_convention": "payload bytes put / time of the slowest sender (headers and acks not counted)",
+        "transport_ns": t_ns,
+        "transport_GBps": per_rank,
+        "aggregate_GBps": total / t_ns,
+        "port_payload_limit_GBps": limit,
+        "transport_frac_of_port_limit": per_rank / limit,
+        "bound_transport_ns": out["bound_ns"],
+        "transport_sim_over_bound": t_ns / out["bound_ns"],
+        "transport_wire_bytes": out["wire_bytes"],
+        "transport_phases_us": {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in out["phases"].items()},
+        "transport_hottest_links": [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in hottest],
+        "transport_chip_util_frac": out["chip_util"],
+        "transport_solver_recomputes": out["recomputes"],
+        "transport_link_util": out["util"],
+    }
+    return Result(name, "transport", t_ns, 0.0, 0.0, f"{label} ({100 * util:.1f}% busy)", {}, 0.0, 0.0, 0.0,
+                  0.0, 0.0, out["chip_util"]["hbm"], out["bound_ns"], details)
+
+
+KIND = register(WorkloadKind("transport", FIELDS, run, "put microbenchmark (p2p, ring, all-to-all) on a supernode",
+                             needs_supernode=True, check=_check))
