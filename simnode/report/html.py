@@ -164,8 +164,9 @@ def _plots(folder: ResultFolder, cases_path=None) -> list[str]:
         published = plots.published_points(folder.workload, cases_path)
         out.append(_figure(plots.bandwidth_vs_ep_png(pts, published, f"{folder.workload}: bandwidth vs EP size"),
                            "bandwidth vs EP size",
-                           "DeepEP dispatch and combine bandwidth (GB/s per rank) against the EP size; stars: "
-                           "the published figures of validation/published.yaml, error bars their tolerance."))
+                           "Bandwidth per rank (GB/s: DeepEP dispatch and combine, or transport puts) against "
+                           "the EP size; stars: the published figures of validation/published.yaml, error bars "
+                           "their tolerance."))
     with_util = [p for p in pts if p.network_util]
     for p in with_util[:MAX_HEATMAPS]:
         out.append(_figure(plots.link_heatmap_png(p.network_util, title=p.label), f"link utilization {p.label}",

@@ -33,9 +33,9 @@ from simnode import units
 
 #: the published cases of this checkout (absent from a non-editable install)
 DEFAULT_CASES = Path(__file__).resolve().parents[2] / "validation" / "published.yaml"
-BANDWIDTH_METRICS = ("dispatch_GBps", "combine_GBps")
+BANDWIDTH_METRICS = ("dispatch_GBps", "combine_GBps", "transport_GBps")
 CORE_KINDS = {"aic": "AIC (cube core)", "aiv": "AIV (vector core)"}
-_COLORS = {"dispatch_GBps": "tab:blue", "combine_GBps": "tab:orange"}
+_COLORS = {"dispatch_GBps": "tab:blue", "combine_GBps": "tab:orange", "transport_GBps": "tab:green"}
 
 
 def _png(fig: Figure) -> bytes:
@@ -71,9 +71,9 @@ def has_bandwidth(points) -> bool:
 
 
 def bandwidth_vs_ep_png(points, published=(), title: str = "") -> bytes:
-    """``points``: PointData of DeepEP runs (result has num_ranks and *_GBps)."""
+    """``points``: PointData of DeepEP or transport runs (result has num_ranks and *_GBps)."""
     if not has_bandwidth(points):
-        raise ValueError("no DeepEP bandwidth (dispatch_GBps / combine_GBps) to plot")
+        raise ValueError("no network bandwidth (dispatch_GBps / combine_GBps / transport_GBps) to plot")
     fig = Figure(figsize=(7.5, 4.5))
     ax = fig.add_subplot()
     series: dict[str, list] = {}
@@ -112,7 +112,7 @@ def bandwidth_vs_ep_png(points, published=(), title: str = "") -> bytes:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    ax.set_title(title or "DeepEP bandwidth vs EP size")
+    ax.set_title(title or "bandwidth vs EP size")
     fig.tight_layout()
     return _png(fig)
 

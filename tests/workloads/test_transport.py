@@ -118,6 +118,7 @@ def test_report_of_a_transport_run(cli, repo_root, tmp_path):
     assert res.code == 0, res.err
     page = (tmp_path / "r.html").read_text()
     assert "Transport phases" in page and "Hottest links" in page and "link rank" in page
+    assert 'alt="bandwidth vs EP size"' in page and 'alt="link utilization' in page
 
 
 # -- user errors -------------------------------------------------------------------------------
