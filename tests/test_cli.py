@@ -199,3 +199,25 @@ def test_an_impossible_topk_schedule_names_the_workload_file(cli, topology_path,
     wl = repo_root / "workloads" / "topk-indexer.yaml"
     user_error(cli("run", topology_path, wl, "--set", "stages=1"),
                f"{wl} (with --set overrides): topk: stages = 1", "expected 2..8", nothing_ran=True)
+
+
+def test_bottleneck_row_gives_its_busy_share_and_flags_an_unsaturated_run(cli, topology_path, repo_root,
+                                                                          gemm_workload_path):
+    """A saturated run (a 2048 x 2048 x 4096 GEMM: cube ~96%) prints its share only; a run whose
+    busiest resource stays below 80% (one vector core per cube: the single AIV waits on its
+    gathers) says that dependencies and latencies set the time."""
+    def row(*args):
+        res = cli("run", topology_path, *args)
+        assert res.code == 0, res.err
+        return dict(line.split(None, 1) for line in res.out.splitlines() if line.strip())["bottleneck"]
+
+    saturated = row(gemm_workload_path, "--set", "m=2048", "--set", "n=2048", "--set", "k=4096")
+    assert "% busy" in saturated and "dependencies" not in saturated
+    sparse = row(repo_root / "workloads" / "sparse-mla-prefill.yaml", "--set", "n_q=128",
+                 "--set", "vector_cores_per_cube=1")
+    share = float(sparse.split(", ")[1].split("%")[0])
+    assert share < 80 and "dependencies and latencies set the time" in sparse
+    d = _json(cli("run", topology_path, repo_root / "workloads" / "sparse-mla-prefill.yaml", "--json",
+                  "--set", "n_q=128", "--set", "vector_cores_per_cube=1"))
+    assert d["bottleneck_util_frac"] == pytest.approx(share / 100, abs=6e-4)
+    assert d["bottleneck_util_frac"] == pytest.approx(max(d["pipe_busy_frac"].values()), abs=1e-6)

@@ -22,6 +22,7 @@ from pathlib import Path
 from simnode import units
 from simnode.errors import ConfigError
 from simnode.report import plots
+from simnode.report.result import SATURATED_FRAC
 from simnode.report.folder import ResultFolder, load_folder
 
 DEEPEP_KERNELS = ("dispatch", "combine")
@@ -196,11 +197,20 @@ def render_html(folder: ResultFolder, cases_path=None) -> str:
                             [[k, ", ".join(map(str, v))] for k, v in folder.params.items()]))
     by_unit = [p.result.get("busiest_pipe_by_unit", {}) for p in folder.points]
     kinds = sorted({k for b in by_unit for k in b})        # chip runs: "aic", "aiv"; DeepEP: none
-    bottlenecks = [[p.label, p.result["bottleneck"]] + [b.get(k, ("&ndash;",)) for k in kinds]
-                   for p, b in zip(folder.points, by_unit)]
-    parts += ["<h2>Bottleneck of each run</h2>",
-              _table([("run", "name"), ("bottleneck", "resource")]
-                     + [(f"busiest {k.upper()} pipe", "pipe") for k in kinds], bottlenecks)]
+    busy = [p.result.get("bottleneck_util_frac") for p in folder.points]
+    with_busy = any(u is not None for u in busy)
+    busy_cols = [("bottleneck busy", "% of makespan")] if with_busy else []
+    bottlenecks = [[p.label, p.result["bottleneck"]]
+                   + ([(_num(100 * u, 1) if u is not None else "&ndash;",)] if with_busy else [])
+                   + [b.get(k, ("&ndash;",)) for k in kinds]
+                   for p, b, u in zip(folder.points, by_unit, busy)]
+    parts.append("<h2>Bottleneck of each run</h2>")
+    if any(u is not None and u < SATURATED_FRAC for u in busy):
+        parts.append(f"<p>A chip run's bottleneck is its busiest pipe or memory. Below "
+                     f"{100 * SATURATED_FRAC:.0f}% busy it does not set the time by itself: the run "
+                     f"waits on dependencies and latencies (idle_on_flags_frac in its result).</p>")
+    parts.append(_table([("run", "name"), ("bottleneck", "resource")] + busy_cols
+                        + [(f"busiest {k.upper()} pipe", "pipe") for k in kinds], bottlenecks))
     parts += _tables(folder) + _plots(folder, cases_path)
     config = folder.path / "config.json"
     if config.exists() and not folder.is_sweep:

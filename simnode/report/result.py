@@ -98,12 +98,21 @@ def flag_waits(run, min_frac: float = 0.01) -> dict[str, dict[str, float]]:
     return out
 
 
+# Below this busy fraction the busiest resource is not what sets the time: the run waits on
+# dependencies and latencies (a flag round trip, a gather's completion), and the table says so.
+SATURATED_FRAC = 0.8
+
+
 def bottleneck_of(busy: Mapping[str, float], l2_util: float, hbm_util: float) -> str:
     """The most utilized of: every pipe kind, L2 bandwidth, HBM bandwidth."""
+    return _busiest(busy, l2_util, hbm_util)[1]
+
+
+def _busiest(busy: Mapping[str, float], l2_util: float, hbm_util: float) -> tuple[float, str]:
     cands = [(v, PIPE_NAMES.get(k, k)) for k, v in busy.items()]
     cands += [(l2_util, "L2 bandwidth"), (hbm_util, "HBM bandwidth")]
     cands.sort(key=lambda c: (-c[0], c[1]))
-    return cands[0][1]
+    return cands[0]
 
 
 def busiest_by_unit(busy: Mapping[str, float]) -> dict[str, str]:
@@ -124,11 +133,22 @@ def chip_result(workload: str, kind: str, run, chip, roofline_ns: float = 0.0,
     l2_util = l2_GBps / chip.memory.l2_bandwidth_GBps
     hbm_util = hbm_GBps / chip.memory.hbm_bandwidth_GBps
     flops = run.schedule.flops
-    details = {**dict(details or {}), "busiest_pipe_by_unit": busiest_by_unit(busy),
-               "idle_on_flags_frac": flag_waits(run)}
+    details = {**dict(details or {}), "bottleneck_util_frac": _busiest(busy, l2_util, hbm_util)[0],
+               "busiest_pipe_by_unit": busiest_by_unit(busy), "idle_on_flags_frac": flag_waits(run)}
     return Result(workload, kind, span, flops, units.tflops(flops, span),
                   bottleneck_of(busy, l2_util, hbm_util), busy, run.l2_bytes, l2_GBps, l2_util,
                   run.hbm_bytes, hbm_GBps, hbm_util, roofline_ns, details)
+
+
+def _bottleneck_text(r: Result) -> str:
+    util = r.details.get("bottleneck_util_frac")
+    if util is None:
+        return r.bottleneck
+    text = f"{r.bottleneck}, {100 * util:.1f}% busy"
+    if util < SATURATED_FRAC:
+        text += (f" (nothing above {100 * SATURATED_FRAC:.0f}%: dependencies and latencies set the "
+                 f"time; idle_on_flags_frac says who each pipe waits on)")
+    return text
 
 
 def format_table(r: Result) -> str:
@@ -139,7 +159,7 @@ def format_table(r: Result) -> str:
     if r.roofline_ns:
         rows.append(("roofline bound", f"{units.ns_to_us(r.roofline_ns):.3f} us "
                      f"(makespan / bound = {r.makespan_ns / r.roofline_ns:.3f})"))
-    rows.append(("bottleneck", r.bottleneck))
+    rows.append(("bottleneck", _bottleneck_text(r)))
     if r.l2_bytes:
         rows.append(("L2", f"{r.l2_bytes / units.BYTES_PER_GB:.3f} GB, {r.l2_GBps:.0f} GB/s, "
                            f"{100 * r.l2_util_frac:.1f}% of peak"))
@@ -149,6 +169,8 @@ def format_table(r: Result) -> str:
     for k, v in r.pipe_busy_frac.items():
         rows.append((f"busy {PIPE_NAMES.get(k, k)}", f"{100 * v:.1f}%"))
     for k, v in r.details.items():
+        if k == "bottleneck_util_frac":
+            continue                                   # printed on the bottleneck row
         if isinstance(v, Mapping):
             for sub, x in v.items():
                 if isinstance(x, Mapping):

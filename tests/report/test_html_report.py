@@ -43,6 +43,7 @@ def test_run_report_gemm(gemm_run_dir, cli):
     assert_self_contained(page)
     assert all(re.search(r"\(.+\)$", h) for h in headers(page)), headers(page)
     assert "simulated / bound (ratio)" in headers(page) and "achieved (TFLOPS)" in headers(page)
+    assert "bottleneck busy (% of makespan)" in headers(page)
     result = json.loads((gemm_run_dir / "result.json").read_text())
     assert f"{result['makespan_ns'] / result['roofline_ns']:,.3f}" in page
     assert result["bottleneck"] in page

@@ -71,7 +71,8 @@ def test_c_1c1v_fixpipe_outweighs_the_cube_below_b_topk_73(go, b_topk, fix_over_
     assert (ratio > 1.0) is fix_over_cube
     assert ratio == pytest.approx((1024 + 2 * b_topk) / (16 * b_topk), rel=0.02)
     # the result names FixPipe as the AIC's binding pipe below the crossover, the cube above;
-    # the kernel as a whole is bound by the one AIV's vector work (reason (b))
+    # the kernel as a whole is paced by the one AIV (reasons (a), (b)): its vector pipe is the
+    # busiest, though below saturation, as it also waits on its gathers
     aic = r.details["busiest_pipe_by_unit"]["aic"]
     assert aic == ("FixPipe (aic.fix)" if fix_over_cube else "cube (aic.m)")
     assert r.bottleneck == "vector (aiv.v)"
