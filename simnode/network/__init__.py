@@ -1,8 +1,10 @@
-"""Supernode network: Clos topology, max-min fair flows, routing policies.
+"""Supernode network: Clos or full-mesh topology, max-min fair flows, routing policies.
 
 - ``spec``: ``SupernodeSpec``, ``supernode_from_mapping(data, source)``, ``check_shape``.
 - ``clos``: ``build_clos(spec) -> networkx.DiGraph``, ``link_table``, ``candidate_paths``,
   ``ecmp_choice``.
+- ``mesh``: ``build_full_mesh(spec)``: one direct link per pair of ranks (netlayer 0).
+- ``urma``: ``RankEndpoints``: the ranks' URMA engines and HBM on the flow network.
 - ``solver``: ``max_min_rates`` (vectorized water-filling), ``max_min_rates_exact``.
 - ``share``: ``BatchedShare`` (the FluidShare interface, batched), ``Transfer``.
 - ``flows``: ``FlowNetwork(env, spec_or_graph, batch_window_ns=...)`` with ``send``.

@@ -4,7 +4,8 @@
 the diagonal is local and ignored) onto every port it must cross: each rank's
 egress and ingress link, and each leaf's uplinks and downlinks as the routing uses
 them (``spray``: a leaf's uplinks as one aggregate; ``ecmp``: each pair's bytes on
-the spine its hash picks, split evenly over ``flow_keys``). For ECMP the traffic may
+the spine its hash picks, split evenly over ``flow_keys``); in a ``full_mesh``, each
+ordered pair's own link. For ECMP the traffic may
 instead be ``[src, dst, flow_key]`` (bytes per flow key, e.g. per send queue). ``analytical_bound_ns``
 is the largest ``bytes / capacity`` among them: no schedule can finish sooner
 (latencies and per-message costs are not included). Port names match the resource
@@ -55,6 +56,9 @@ def port_loads(traffic_bytes, spec: SupernodeSpec, routing: str | None = None,
         np.fill_diagonal(t, 0.0)
         if with_headers:
             t = _wire(t, spec)
+    if spec.shape == "full_mesh":      # one link per ordered pair, no switches
+        return [PortLoad(f"rank{a}->rank{b}", float(t[a, b]), spec.peer_link_GBps)
+                for a in range(n) for b in range(n) if a != b]
     routing = routing or spec.routing
     rank_bw = spec.rank_bandwidth_GBps
     leaf = np.arange(n) // spec.ranks_per_leaf

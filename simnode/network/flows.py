@@ -16,6 +16,10 @@ path at once (cut-through), so one message alone on its path takes
 has left the sender. ``cap_GBps`` limits the wire rate; ``extra_resources`` are
 charged the payload bytes only (headers exist on the wire, not in HBM).
 
+A ``full_mesh`` spec (``simnode.network.mesh``) has one resource per ordered pair of
+ranks: a message takes the link from its sender to its receiver, with that link's
+latency; routing does not apply. The rest of this docstring is about the Clos.
+
 Routing (``spec.routing`` unless overridden):
 - ``"ecmp"``: the flow takes one spine, picked by ``clos.ecmp_choice(src, dst,
   flow_key)``; give each send queue its own ``flow_key`` (e.g. the Jetty index), as a
@@ -58,6 +62,7 @@ import simpy
 from simnode.network.bound import analytical_bound_ns  # noqa: F401  (part of this API)
 from simnode.network.clos import (build_clos, candidate_paths, ecmp_choice, leaf_node,
                                   link_table, renumber_links)
+from simnode.network.mesh import build_full_mesh
 from simnode.network.share import BatchedShare, Transfer
 from simnode.network.spec import ROUTING_POLICIES, SupernodeSpec
 
@@ -75,6 +80,8 @@ class FlowNetwork(BatchedShare):
         super().__init__(env, batch_window_ns, util_max_bins, util_bin_ns, on_rates)
         if isinstance(spec_or_graph, nx.DiGraph):     # e.g. a built Clos with links removed
             self.graph = renumber_links(spec_or_graph.copy())
+        elif spec_or_graph.shape == "full_mesh":
+            self.graph = build_full_mesh(spec_or_graph)
         else:
             self.graph = build_clos(spec_or_graph)
         self.spec: SupernodeSpec = self.graph.graph["spec"]
@@ -87,6 +94,10 @@ class FlowNetwork(BatchedShare):
         self.messages_sent = 0
         g = self.graph
         self.num_ranks = sum(1 for _, k in g.nodes(data="kind") if k == "rank")
+        self._mesh: dict | None = None
+        if self.spec.shape == "full_mesh":
+            self._init_mesh()
+            return
         self._rank_leaf = [g.nodes[f"rank{i}"]["leaf"] for i in range(self.num_ranks)]
         self._up = [g.edges[f"rank{i}", leaf_node(self._rank_leaf[i])]["link_id"]
                     for i in range(self.num_ranks)]
@@ -120,6 +131,15 @@ class FlowNetwork(BatchedShare):
         self._up_lat = [float(lat[l]) + self._hop(leaf_node(self._rank_leaf[i]))
                         for i, l in enumerate(self._up)]
         self._down_lat = [float(lat[l]) for l in self._down]
+
+    def _init_mesh(self) -> None:
+        """Full mesh: every link is a resource; a message takes the one link src -> dst."""
+        g, lat = self.graph, self.links.latency_ns
+        res = self.add_resources(list(self.links.names), self.links.capacity_GBps)
+        self._mesh = {}
+        for lid, (u, v) in enumerate(self.links.ends):
+            self._mesh[(g.nodes[u]["index"], g.nodes[v]["index"])] = ((int(res[lid]),), float(lat[lid]))
+        self.num_network_resources = len(self.names)
 
     # -- routing ---------------------------------------------------------------------------
     def _add_spray_aggregates(self) -> None:
@@ -168,6 +188,11 @@ class FlowNetwork(BatchedShare):
         """(resource ids of the path, path latency in ns) a message from src to dst takes."""
         if src_rank == dst_rank:
             return (), 0.0                      # a local copy: no network
+        if self._mesh is not None:
+            got = self._mesh.get((src_rank, dst_rank))
+            if got is None:
+                raise ValueError(f"no link from rank{src_rank} to rank{dst_rank} in the full mesh")
+            return got
         up, down = self._up_res[src_rank], self._down_res[dst_rank]
         base = self._up_lat[src_rank] + self._down_lat[dst_rank]
         if self._rank_leaf[src_rank] == self._rank_leaf[dst_rank]:

@@ -7,6 +7,15 @@ latencies, routing policy, and the per-message costs of the URMA engines.
 a topology file (see ``simnode.config.topology``); ``check_shape(spec)`` rejects
 shapes that cannot be built (it is also run by ``simnode.network.clos.build_clos``).
 
+Two shapes (``shape``):
+
+- ``clos`` (default): the two-tier Clos below.
+- ``full_mesh``: every pair of ranks joined directly, as the 8-card box's netlayer 0
+  (facts 1.5, S7: a 1D full mesh, 28 peer-to-peer links for 8 ranks). A rank's ports
+  are split evenly over its ``num_ranks - 1`` peers: ``ports_per_peer`` ports (spare
+  ones unused) make one link per peer and direction, of ``peer_link_GBps``. There are no
+  switches: the switch and routing keys are not used.
+
 Shape of the two-tier Clos (one plane; a rank's ports are bundled into one link):
 each leaf switch has ``ranks_per_leaf`` ranks, each using ``ports_per_rank`` down
 ports, and ``ceil(down ports / oversubscription)`` up ports spread evenly over the
@@ -23,6 +32,7 @@ from simnode.config.fields import Reader
 from simnode.errors import ConfigError
 
 ROUTING_POLICIES = ("ecmp", "spray")
+SHAPES = ("clos", "full_mesh")
 MAX_RANKS = 8192        # facts 1.5, S10: the Atlas 950 SuperPoD has 8192 NPUs
 
 
@@ -44,6 +54,7 @@ class SupernodeSpec:
     wqe_processing_ns: float          #: sender URMA engine time per WQE (descriptor), serial per rank
     doorbell_ns: float                #: doorbell write to the engine starting on the first WQE
     wqebb_bytes: int                  #: size of one WQE basic block in the send queue
+    shape: str = "clos"               #: "clos" or "full_mesh" (module docstring)
     source: str = field(default="", compare=False)   #: file it was read from
 
     # -- derived shape ---------------------------------------------------------------------
@@ -51,6 +62,16 @@ class SupernodeSpec:
     def rank_bandwidth_GBps(self) -> float:
         """Wire rate of one rank into (or out of) the network, per direction."""
         return self.ports_per_rank * self.port_bandwidth_GBps
+
+    @property
+    def ports_per_peer(self) -> int:
+        """full_mesh: ports that join a rank to each of its peers (0 if too few ports)."""
+        return self.ports_per_rank // max(1, self.num_ranks - 1)
+
+    @property
+    def peer_link_GBps(self) -> float:
+        """full_mesh: wire rate of the link to one peer, per direction."""
+        return self.ports_per_peer * self.port_bandwidth_GBps
 
     @property
     def ranks_per_leaf(self) -> int:
@@ -104,7 +125,7 @@ def _up_ports(down_ports: int, oversubscription: float) -> int:
 
 
 def check_shape(spec: SupernodeSpec) -> None:
-    """Raise ConfigError (naming file, key path, value) if the Clos cannot be built."""
+    """Raise ConfigError (naming file, key path, value) if the network cannot be built."""
     src, path = spec.source or "<SupernodeSpec>", "supernode"
 
     def err(key, value, expected):
@@ -112,6 +133,14 @@ def check_shape(spec: SupernodeSpec) -> None:
 
     if spec.port_bandwidth_GBps <= 0:
         raise err("port_bandwidth_GBps", spec.port_bandwidth_GBps, "a number greater than 0")
+    if spec.shape not in SHAPES:
+        raise err("shape", spec.shape, "one of " + ", ".join(map(repr, SHAPES)))
+    if spec.shape == "full_mesh":
+        if spec.ports_per_peer == 0:
+            raise err("ports_per_rank", spec.ports_per_rank,
+                      f"at least {spec.num_ranks - 1}: a full mesh of {spec.num_ranks} ranks joins "
+                      f"each rank to {spec.num_ranks - 1} peers, one port or more each")
+        return
     if spec.oversubscription < 1.0:
         raise err("oversubscription", spec.oversubscription,
                   "a down:up ratio >= 1.0 (1.0 = non-blocking)")
@@ -144,25 +173,32 @@ def check_shape(spec: SupernodeSpec) -> None:
 
 
 def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
-    """Validate the ``supernode:`` section of a topology file into a ``SupernodeSpec``."""
+    """Validate the ``supernode:`` section of a topology file into a ``SupernodeSpec``.
+    A ``full_mesh`` has no switches: its switch and routing keys may be left out."""
     r = Reader(data, source, "supernode")
-    leaf_radix = r.integer("leaf_radix", min_value=2)
+    shape = r.string("shape", choices=SHAPES, default="clos")
+
+    def clos_only(default) -> dict:      # a full mesh has no switches: these keys may be left out
+        return {"default": default} if shape == "full_mesh" else {}
+
+    leaf_radix = r.integer("leaf_radix", min_value=2, **clos_only(2))
     spec = SupernodeSpec(
         num_ranks=r.integer("num_ranks", min_value=2, max_value=MAX_RANKS),
         ports_per_rank=r.integer("ports_per_rank", min_value=1),
         port_bandwidth_GBps=r.number("port_bandwidth_GBps", positive=True),
         leaf_radix=leaf_radix,
         spine_radix=r.integer("spine_radix", min_value=1, default=leaf_radix),
-        num_spines=r.integer("num_spines", min_value=0),
-        oversubscription=r.number("oversubscription", min_value=1.0),
-        routing=r.string("routing", choices=ROUTING_POLICIES),
-        hop_latency_ns=r.number("hop_latency_ns", min_value=0),
+        num_spines=r.integer("num_spines", min_value=0, **clos_only(0)),
+        oversubscription=r.number("oversubscription", min_value=1.0, **clos_only(1.0)),
+        routing=r.string("routing", choices=ROUTING_POLICIES, **clos_only("spray")),
+        hop_latency_ns=r.number("hop_latency_ns", min_value=0, **clos_only(0.0)),
         link_latency_ns=r.number("link_latency_ns", min_value=0),
         mtu_bytes=r.integer("mtu_bytes", min_value=1),
         header_bytes_per_packet=r.integer("header_bytes_per_packet", min_value=0),
         wqe_processing_ns=r.number("wqe_processing_ns", min_value=0),
         doorbell_ns=r.number("doorbell_ns", min_value=0),
         wqebb_bytes=r.integer("wqebb_bytes", min_value=1),
+        shape=shape,
         source=source,
     )
     r.finish()
