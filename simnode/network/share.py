@@ -339,9 +339,12 @@ class BatchedShare:
         over = np.maximum(self._V[cs] - tags, 0.0)
         rows = self._links[cs]
         m = rows >= 0
-        charge = -(self._w[cs] * over[:, None])[m]
-        np.add.at(self._bytes, rows[m], charge)
-        self.series.add_points(np.broadcast_to(served[:, None], rows.shape)[m], rows[m], charge)
+        charge = -(self._w[cs] * over[:, None])
+        np.add.at(self._bytes, rows[m], charge[m])
+        # the over-credit accrued evenly from each transfer's finish until now: take it back
+        # from the same bins (one bin could go negative otherwise)
+        for i in range(cs.size):
+            self.series.add_span(float(served[i]), now, rows[i][m[i]], charge[i][m[i]])
         np.subtract.at(self._n, cs, 1)
         for c in np.unique(cs[self._n[cs] == 0]).tolist():
             del self._key2cls[self._cls_key[c]]
