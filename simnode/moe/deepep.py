@@ -37,7 +37,7 @@ import simpy
 from simnode.moe.deepep_plan import DeepEPPlan
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
-from simnode.network.urma import RankEndpoints, nonzero
+from simnode.network.urma import RankEndpoints, busiest, nonzero
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,8 @@ class PhaseRun:
     payload_bytes: float
     bound_ns: float                  #: busiest port's bytes / bandwidth (no latency, no costs)
     hottest: list                    #: (resource, bytes, utilization) of the busiest links
-    resources: dict                  #: per-rank chip resources: name -> utilization over the run
+    resources: dict                  #: per-rank chip resources: name -> busiest rank's utilization
+    busiest: dict                    #: name -> that busiest resource, e.g. "rank0.urma_rx"
     solver_recomputes: int
     transfers: int
 
@@ -314,14 +315,12 @@ class DeepEPSim:
         recv, remote = plan.recv_tokens(include_self=True), plan.recv_tokens()
         logical = sz.dispatch_logical_bytes if kind == "dispatch" else sz.combine_row_bytes
         horizon = max(tt.end_ns for tt in times)
-        chip_util = {}
-        for name, ids in (("hbm", self.r_hbm), ("urma", self.r_urma), ("aiv_mte2", self.r_mte2),
-                          ("aiv_vec", self.r_vec)):
-            used = net.bytes_by_resource[ids] / (net.capacity[ids] * horizon)
-            chip_util[name] = float(used.max())
+        chip_util, chip_busiest = busiest(
+            net, self.ends.groups() + [("aiv_mte2", self.r_mte2), ("aiv_vec", self.r_vec)], horizon)
         return PhaseRun(kind, times, recv, remote, logical, float(net.bytes_by_resource[:net.num_network_resources].sum()),
                         float(traffic.sum()), analytical_bound_ns(traffic, self.spec),
-                        net.hottest_links(5), chip_util, net.recomputes, net.transfers_started)
+                        net.hottest_links(5), chip_util, chip_busiest, net.recomputes,
+                        net.transfers_started)
 
     def _check_conservation(self, kind: str, traffic: np.ndarray) -> None:
         """Every planned byte was sent exactly once (the network counts payload it carried)."""

@@ -5,7 +5,8 @@ the diagonal is local and ignored) onto every port it must cross: each rank's
 egress and ingress link, and each leaf's uplinks and downlinks as the routing uses
 them (``spray``: a leaf's uplinks as one aggregate; ``ecmp``: each pair's bytes on
 the spine its hash picks, split evenly over ``flow_keys``); in a ``full_mesh``, each
-ordered pair's own link. For ECMP the traffic may
+ordered pair's own link; and, if the spec sets ``urma_payload_GBps``, each rank's URMA
+send and receive sides (payload only). For ECMP the traffic may
 instead be ``[src, dst, flow_key]`` (bytes per flow key, e.g. per send queue). ``analytical_bound_ns``
 is the largest ``bytes / capacity`` among them: no schedule can finish sooner
 (latencies and per-message costs are not included). Port names match the resource
@@ -49,20 +50,22 @@ def port_loads(traffic_bytes, spec: SupernodeSpec, routing: str | None = None,
     by_key = t if t.ndim == 3 else None
     if by_key is not None:
         by_key[np.arange(n), np.arange(n)] = 0.0
+        payload = by_key.sum(axis=2)
         if with_headers:
             by_key = _wire(by_key, spec)
         t = by_key.sum(axis=2)
     else:
         np.fill_diagonal(t, 0.0)
+        payload = t
         if with_headers:
             t = _wire(t, spec)
+    out = _urma_loads(payload, spec)
     if spec.shape == "full_mesh":      # one link per ordered pair, no switches
-        return [PortLoad(f"rank{a}->rank{b}", float(t[a, b]), spec.peer_link_GBps)
-                for a in range(n) for b in range(n) if a != b]
+        return out + [PortLoad(f"rank{a}->rank{b}", float(t[a, b]), spec.peer_link_GBps)
+                      for a in range(n) for b in range(n) if a != b]
     routing = routing or spec.routing
     rank_bw = spec.rank_bandwidth_GBps
     leaf = np.arange(n) // spec.ranks_per_leaf
-    out = []
     for r in range(n):
         out.append(PortLoad(f"rank{r}->leaf{leaf[r]}", float(t[r].sum()), rank_bw))
         out.append(PortLoad(f"leaf{leaf[r]}->rank{r}", float(t[:, r].sum()), rank_bw))
@@ -95,6 +98,15 @@ def port_loads(traffic_bytes, spec: SupernodeSpec, routing: str | None = None,
             out.append(PortLoad(f"leaf{j}->spine{sp}", float(up[j, sp]), link))
             out.append(PortLoad(f"spine{sp}->leaf{j}", float(down[sp, j]), link))
     return out
+
+
+def _urma_loads(payload: np.ndarray, spec: SupernodeSpec) -> list[PortLoad]:
+    """Each rank's URMA send and receive sides, if the spec limits them (payload bytes)."""
+    cap = spec.urma_payload_GBps
+    if not cap:
+        return []
+    return ([PortLoad(f"rank{r}.urma_tx", float(payload[r].sum()), cap) for r in range(spec.num_ranks)]
+            + [PortLoad(f"rank{r}.urma_rx", float(payload[:, r].sum()), cap) for r in range(spec.num_ranks)])
 
 
 def busiest_port(traffic_bytes, spec: SupernodeSpec, routing: str | None = None,

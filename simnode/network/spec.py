@@ -54,6 +54,9 @@ class SupernodeSpec:
     wqe_processing_ns: float          #: sender URMA engine time per WQE (descriptor), serial per rank
     doorbell_ns: float                #: doorbell write to the engine starting on the first WQE
     wqebb_bytes: int                  #: size of one WQE basic block in the send queue
+    #: most payload one rank's URMA engine moves per direction, all peers together (GB/s;
+    #: sending and receiving are separate limits); 0 = no limit besides the ports
+    urma_payload_GBps: float = 0.0
     shape: str = "clos"               #: "clos" or "full_mesh" (module docstring)
     source: str = field(default="", compare=False)   #: file it was read from
 
@@ -198,6 +201,7 @@ def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
         wqe_processing_ns=r.number("wqe_processing_ns", min_value=0),
         doorbell_ns=r.number("doorbell_ns", min_value=0),
         wqebb_bytes=r.integer("wqebb_bytes", min_value=1),
+        urma_payload_GBps=r.number("urma_payload_GBps", min_value=0, default=0.0),
         shape=shape,
         source=source,
     )

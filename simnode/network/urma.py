@@ -10,6 +10,9 @@ weight per wire byte, so contention with the links is max-min fair):
 - the receiver's HBM: the remote writes of the payload;
 - the sender's URMA engine: ``wqes x spec.wqe_processing_ns``, so small messages load
   it more (the per-message cost of facts 5.5's open "WQE processing rate");
+- if ``spec.urma_payload_GBps`` > 0, the sender's URMA send side (``rankR.urma_tx``) and
+  the receiver's receive side (``rankR.urma_rx``), each that many GB/s of payload over
+  all peers together: a chip-side ceiling below the sum of the ports;
 - any ``extra`` resources with their total ``extra_units`` of work (DeepEP's combine
   charges its sender-side reduction this way).
 
@@ -33,17 +36,41 @@ class RankEndpoints:
         self.hbm = net.add_resources([f"rank{r}.hbm" for r in range(R)], [hbm_GBps] * R)
         # 1 ns of engine time per ns: weights are ns of work per wire byte
         self.urma = net.add_resources([f"rank{r}.urma" for r in range(R)], [1.0] * R)
+        cap = self.spec.urma_payload_GBps
+        self.tx = net.add_resources([f"rank{r}.urma_tx" for r in range(R)], [cap] * R) if cap else None
+        self.rx = net.add_resources([f"rank{r}.urma_rx" for r in range(R)], [cap] * R) if cap else None
 
     def send(self, src: int, dst: int, payload_bytes: float, descriptor_bytes: float, wqes: int,
              extra: tuple = (), extra_units: tuple = (), flow_key: int = 0) -> Transfer:
         """One message train src -> dst of ``wqes`` WQEs; returns the event of its arrival."""
         wire = self.spec.wire_bytes(payload_bytes)
-        res, work = nonzero((self.hbm[src], self.hbm[dst], self.urma[src]) + tuple(extra),
-                            (payload_bytes + descriptor_bytes, payload_bytes,
-                             wqes * self.spec.wqe_processing_ns) + tuple(extra_units))
+        res = (self.hbm[src], self.hbm[dst], self.urma[src])
+        work = (payload_bytes + descriptor_bytes, payload_bytes, wqes * self.spec.wqe_processing_ns)
+        if self.tx is not None:
+            res, work = res + (self.tx[src], self.rx[dst]), work + (payload_bytes, payload_bytes)
+        res, work = nonzero(res + tuple(extra), work + tuple(extra_units))
         return self.net.send(src, dst, payload_bytes, extra_resources=res,
                              extra_weights=tuple(u / wire for u in work), tag=(src, dst),
                              flow_key=flow_key)
+
+
+    def groups(self) -> list[tuple[str, list]]:
+        """(name, per-rank resource ids) of the chip resources this model adds."""
+        out = [("hbm", self.hbm), ("urma", self.urma)]
+        if self.tx is not None:
+            out += [("urma_tx", self.tx), ("urma_rx", self.rx)]
+        return out
+
+
+def busiest(net: FlowNetwork, groups, horizon_ns: float) -> tuple[dict, dict]:
+    """Per group of per-rank resources, the busiest rank's share of it over ``horizon_ns``
+    and that resource's name (e.g. ``rank0.urma_rx``): two dicts keyed by group name."""
+    fracs, names = {}, {}
+    for name, ids in groups:
+        used = net.bytes_by_resource[ids] / (net.capacity[ids] * horizon_ns)
+        i = int(used.argmax())
+        fracs[name], names[name] = float(used[i]), net.names[ids[i]]
+    return fracs, names
 
 
 def nonzero(resources: tuple, units: tuple) -> tuple[tuple, tuple]:

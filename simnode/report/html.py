@@ -75,7 +75,9 @@ def network_kernel_bottleneck(result: dict, kernel: str) -> str:
     """The busiest of the kernel's hottest link and its per-rank chip resources (as the
     deepep and transport workloads name the run's bottleneck)."""
     cands = [(h["util_frac"], f"link {h['link']}") for h in result.get(f"{kernel}_hottest_links", [])[:1]]
-    cands += [(u, f"rank {name}") for name, u in result.get(f"{kernel}_chip_util_frac", {}).items()]
+    busiest = result.get(f"{kernel}_chip_busiest", {})
+    cands += [(u, busiest.get(name, f"rank {name}"))
+              for name, u in result.get(f"{kernel}_chip_util_frac", {}).items()]
     if not cands:
         return result.get("bottleneck", "")
     util, label = max(cands, key=lambda c: c[0])

@@ -142,11 +142,12 @@ def _result(name, topology, plan, runs, util) -> Result:
         details[f"{kind}_hottest_links"] = [{"link": n, "bytes": b, "util_frac": round(u, 4)}
                                             for n, b, u in pr.hottest]
         details[f"{kind}_chip_util_frac"] = pr.resources
+        details[f"{kind}_chip_busiest"] = pr.busiest
         details[f"{kind}_solver_recomputes"] = pr.solver_recomputes
         details[f"{kind}_link_util"] = util[kind]
         hbm_util = max(hbm_util, pr.resources["hbm"])
         cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
-        cands += [(u, f"rank {res}") for res, u in pr.resources.items()]
+        cands += [(u, pr.busiest[res]) for res, u in pr.resources.items()]
         for u, label in cands:
             if u > worst:
                 worst, bottleneck = u, f"{label} ({kind})"

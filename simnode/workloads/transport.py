@@ -29,7 +29,7 @@ from simnode.moe.deepep import RankTimes
 from simnode.moe.deepep_trace import DeepEPTracer
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
-from simnode.network.urma import RankEndpoints
+from simnode.network.urma import RankEndpoints, busiest
 from simnode.report.result import Result
 from simnode.workloads.registry import Field, WorkloadKind, register
 from simnode.workloads.supernode import link_util, with_num_ranks
@@ -128,14 +128,12 @@ class TransportSim:
             raise RuntimeError(f"transport: conservation violated: {self.net.payload_bytes_sent} payload "
                                f"bytes sent, {traffic.sum()} planned")
         horizon = max(times[r].end_ns for r in senders)
-        chip_util = {}
-        for name, ids in (("hbm", self.ends.hbm), ("urma", self.ends.urma)):
-            chip_util[name] = float((self.net.bytes_by_resource[ids] / (self.net.capacity[ids] * horizon)).max())
+        chip_util, chip_busiest = busiest(self.net, self.ends.groups(), horizon)
         return {"rank_ns": np.array([times[r].end_ns - times[r].start_ns for r in senders]),
                 "phases": times[senders[0]].phases, "traffic": traffic,
                 "wire_bytes": float(self.net.bytes_by_resource[:self.net.num_network_resources].sum()),
                 "bound_ns": analytical_bound_ns(traffic, self.spec), "hottest": self.net.hottest_links(5),
-                "chip_util": chip_util, "recomputes": self.net.recomputes, "util": link_util(self.net)}
+                "chip_util": chip_util, "chip_busiest": chip_busiest, "recomputes": self.net.recomputes, "util": link_util(self.net)}
 
 
 def run(topology, params: dict, options=None, name: str = "transport"):
@@ -160,7 +158,7 @@ def _result(name, spec, params, peers, out) -> Result:
     per_rank = total / senders / t_ns
     hottest = out["hottest"]
     cands = [(u, f"link {n}") for n, _, u in hottest[:1]]
-    cands += [(u, f"rank {res}") for res, u in out["chip_util"].items()]
+    cands += [(u, out["chip_busiest"][res]) for res, u in out["chip_util"].items()]
     _, label = max(cands, key=lambda c: c[0])
     details = {
         "num_ranks": spec.num_ranks, "pattern": params["pattern"], "senders": senders,
@@ -171,12 +169,16 @@ def _result(name, spec, params, peers, out) -> Result:
         "aggregate_GBps": total / t_ns,
         "port_payload_limit_GBps": limit,
         "transport_frac_of_port_limit": per_rank / limit,
+        # the chip's URMA ceiling per direction, if the topology sets one (0 = none)
+        "urma_payload_limit_GBps": spec.urma_payload_GBps,
+        "transport_frac_of_rank_limit": per_rank / min(limit, spec.urma_payload_GBps or limit),
         "bound_transport_ns": out["bound_ns"],
         "transport_sim_over_bound": t_ns / out["bound_ns"],
         "transport_wire_bytes": out["wire_bytes"],
         "transport_phases_us": {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in out["phases"].items()},
         "transport_hottest_links": [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in hottest],
         "transport_chip_util_frac": out["chip_util"],
+        "transport_chip_busiest": out["chip_busiest"],
         "transport_solver_recomputes": out["recomputes"],
         "transport_link_util": out["util"],
     }

@@ -35,6 +35,22 @@ def test_hot_destination_is_bound_by_its_ingress():
     assert port.name == "leaf2->rank5" and port.time_ns == pytest.approx(7 * 10.0)
 
 
+def test_urma_ceiling_below_the_ports_is_the_bound_and_counts_payload_only():
+    t = np.full((8, 8), 1000.0)
+    s = spec(urma_payload_GBps=50.0, header_bytes_per_packet=100)   # ports: 100 GB/s wire
+    port = busiest_port(t, s, with_headers=True)
+    assert port.name == "rank0.urma_tx" and port.time_ns == pytest.approx(7 * 1000 / 50)
+    assert {p.name for p in port_loads(t, s)} >= {"rank7.urma_tx", "rank7.urma_rx"}
+    assert not any("urma" in p.name for p in port_loads(t, spec()))       # 0 = no ceiling
+
+
+def test_urma_receive_ceiling_binds_a_hot_destination():
+    t = np.zeros((8, 8))
+    t[:, 5] = 1000.0
+    port = busiest_port(t, spec(urma_payload_GBps=50.0))
+    assert port.name == "rank5.urma_rx" and port.time_ns == pytest.approx(7 * 20.0)
+
+
 def test_oversubscribed_leaf_is_bound_by_its_uplinks():
     s = spec(oversubscription=2.0, leaf_radix=3, num_spines=1, num_ranks=4)  # 2 ranks/leaf, 1 up
     t = np.zeros((4, 4))

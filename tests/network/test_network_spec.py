@@ -69,6 +69,8 @@ def test_oversubscription_sets_leaf_shape():
     ("routing", "ecpm", "'ecmp'"),
     ("leaf_radix", "big", "an integer"),
     ("hop_latency_ns", -1, ">= 0"),
+    ("urma_payload_GBps", -5, ">= 0"),
+    ("urma_payload_GBps", "fast", "a number"),
 ])
 def test_bad_values_name_file_key_and_value(key, value, expected):
     msg = error_of(**{key: value})
