@@ -88,7 +88,8 @@ def test_shipped_box_topology_loads_and_runs_transport(cli, repo_root):
               repo_root / "workloads" / "transport-alltoall.yaml", "--set", "bytes_per_peer=1048576", "--json")
     assert res.code == 0, res.err
     d = json.loads(res.out)
-    assert d["bottleneck"].startswith("link rank") and d["transport_ns"] >= d["bound_transport_ns"]
+    # the all-to-all is held by the chip's URMA ceiling (the file calibrates it on S13)
+    assert d["bottleneck"].endswith(".urma_tx") and d["transport_ns"] >= d["bound_transport_ns"]
     assert len(d["transport_hottest_links"]) == 5
 
 

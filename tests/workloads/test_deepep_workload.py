@@ -95,11 +95,13 @@ def test_hot_experts_slow_dispatch_and_load_the_port_of_their_rank(deepep):
     uniform = ok_json(deepep(*common, "--set", "routing=uniform"))
     hot = ok_json(deepep(*common, "--set", "routing=hot", "--set", "hot_experts=4",
                          "--set", "hot_share=0.25"))
-    # experts 0..3 sit on rank 0 (contiguous blocks of 32): its ingress port is the hot spot
+    # experts 0..3 sit on rank 0 (contiguous blocks of 32): its ingress is the hot spot, and
+    # of its ingress the chip's URMA receive side (below the port's payload limit) is full
     assert hot["dispatch_GBps"] < uniform["dispatch_GBps"]
     assert hot["dispatch_ns"] > uniform["dispatch_ns"]
     assert hot["dispatch_hottest_links"][0]["link"] == "leaf0->rank0"
-    assert "leaf0->rank0" in hot["bottleneck"]
+    assert hot["bottleneck"] == "rank0.urma_rx (dispatch)"
+    assert hot["dispatch_chip_util_frac"]["urma_rx"] > hot["dispatch_hottest_links"][0]["util_frac"]
     assert hot["bound_dispatch_ns"] > uniform["bound_dispatch_ns"]
 
 

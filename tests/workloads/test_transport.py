@@ -28,28 +28,42 @@ def ok_json(res) -> dict:
 
 
 def test_p2p_time_is_doorbell_plus_wire_time_plus_latency_and_ack(transport, repo_root):
-    """One put alone on its path: doorbell + wire bytes / rank bandwidth + one-way latency
-    + the ack's way back (ranks 0 and 1 share a leaf: 2 links + 1 switch hop each way)."""
+    """One put alone on its path: doorbell + its bytes at the slower of the rank's ports (wire
+    bytes) and the chip's URMA ceiling (payload) + one-way latency + the ack's way back
+    (ranks 0 and 1 share a leaf: 2 links + 1 switch hop each way)."""
     size = 4 * 2**20
     d = ok_json(transport("--set", "pattern=p2p", "--set", f"bytes_per_peer={size}"))
     spec = load_inputs(repo_root / "topologies" / "atlas950-supernode.yaml",
                        repo_root / "workloads" / "transport-alltoall.yaml").topology.supernode
     wire = size + math.ceil(size / spec.mtu_bytes) * spec.header_bytes_per_packet
     one_way = 2 * spec.link_latency_ns + spec.hop_latency_ns
-    expected = spec.doorbell_ns + wire / (spec.ports_per_rank * spec.port_bandwidth_GBps) + 2 * one_way
+    transfer = max(wire / (spec.ports_per_rank * spec.port_bandwidth_GBps), size / spec.urma_payload_GBps)
+    expected = spec.doorbell_ns + transfer + 2 * one_way
     assert d["transport_ns"] == pytest.approx(expected, rel=1e-9)
     assert d["senders"] == 1 and d["aggregate_GBps"] == pytest.approx(d["transport_GBps"])
 
 
 def test_alltoall_across_spines_runs_near_the_port_payload_limit(transport):
     """A uniform all-to-all of large puts on the non-blocking Clos (32 ranks: 4 leaves, so
-    most traffic crosses the spines) is bound by the rank ports: close to the bound, never
-    under it, and close to the port payload limit."""
-    d = ok_json(transport("--set", "num_ranks=32", "--set", "bytes_per_peer=4194304"))
+    most traffic crosses the spines) and no chip-side URMA ceiling is bound by the rank
+    ports: close to the bound, never under it, and close to the port payload limit."""
+    d = ok_json(transport("--set", "num_ranks=32", "--set", "bytes_per_peer=4194304",
+                          "--set", "topology.supernode.urma_payload_GBps=0"))
     assert d["transport_ns"] >= d["bound_transport_ns"]
     assert d["transport_sim_over_bound"] < 1.03
     assert 0.97 < d["transport_frac_of_port_limit"] <= 1.0
     assert d["bottleneck"].startswith("link rank")
+
+
+def test_alltoall_under_the_urma_ceiling_runs_at_it_and_names_it(transport):
+    """With the shipped ceiling (below the ports' payload limit) the same all-to-all runs at
+    the ceiling: the bound counts it, and the result names a rank's URMA send side."""
+    d = ok_json(transport("--set", "num_ranks=32", "--set", "bytes_per_peer=4194304"))
+    assert d["urma_payload_limit_GBps"] < d["port_payload_limit_GBps"]
+    assert d["transport_ns"] >= d["bound_transport_ns"]
+    assert d["transport_sim_over_bound"] < 1.03
+    assert 0.97 < d["transport_frac_of_rank_limit"] <= 1.0
+    assert d["bottleneck"].startswith("rank") and d["bottleneck"].endswith(".urma_tx")
 
 
 def test_splitting_a_put_into_more_messages_is_never_faster(transport):
@@ -59,7 +73,7 @@ def test_splitting_a_put_into_more_messages_is_never_faster(transport):
             for m in (1, 64, 4096)]
     times = [d["transport_ns"] for d in runs]
     assert times == sorted(times) and times[-1] > 1.5 * times[0]
-    assert runs[-1]["bottleneck"].startswith("rank urma")
+    assert runs[-1]["bottleneck"].endswith(".urma")
 
 
 def test_ring_and_alltoall_load_every_rank_port_equally(transport):
