@@ -29,6 +29,16 @@ never over-used; the simulated time of a saturated resource is >= bytes / capaci
 W = 0 is exact (every start or end is solved at its own instant; starts at one instant
 are solved together). Choose W well below a typical transfer's duration.
 
+Arbitration. Resources share max-min fairly (a small user keeps its full demand), except
+those marked first-come-first-served (``add_resources(..., fcfs=True)``): a memory
+controller that queues requests in arrival order serves overloaded users in proportion
+to the load they offer. The solve then has two passes: max-min with FCFS resources
+unlimited gives each class its offered rate (so a class on FCFS resources must also
+cross another resource or have a cap); each overloaded FCFS resource scales its
+classes' offered rates down to fit, as caps; max-min again under those caps and the
+real capacities (classes off the overloaded resources may take what the capped ones
+leave elsewhere). One pass of scaling: an approximation of the FCFS fixed point.
+
 Every transfer returns a ``Transfer`` event: it fires ``latency_ns`` after its last
 byte was served; ``transfer.injected`` fires when the last byte was served.
 """
@@ -110,6 +120,7 @@ class BatchedShare:
         self.last_served_ns = 0.0           #: latest time a last byte was served
         self.names: list[str] = []
         self._cap = np.zeros(0)
+        self._fcfs = np.zeros(0, dtype=bool)     # first-come-first-served resources
         self._bytes = np.zeros(0)
         self._busy = np.zeros(0)
         self._rate = np.zeros(0)            # per resource, bytes/ns now
@@ -143,8 +154,9 @@ class BatchedShare:
         """Add a resource of ``capacity_GBps`` (bytes/ns); returns its id."""
         return self.add_resources([name], [capacity_GBps])[0]
 
-    def add_resources(self, names: list[str], capacities_GBps) -> list[int]:
-        """Add several resources at once (one array growth); returns their ids."""
+    def add_resources(self, names: list[str], capacities_GBps, fcfs: bool = False) -> list[int]:
+        """Add several resources at once (one array growth); returns their ids. ``fcfs``:
+        they serve overloaded users in proportion to their offered load (module docstring)."""
         caps = np.asarray(capacities_GBps, dtype=float)
         if caps.shape != (len(names),):
             raise ValueError("one capacity per resource name is needed")
@@ -156,6 +168,7 @@ class BatchedShare:
         self.names.extend(names)
         zeros = np.zeros(len(names))
         self._cap = np.concatenate([self._cap, caps])
+        self._fcfs = np.concatenate([self._fcfs, np.full(len(names), bool(fcfs))])
         self._bytes = np.concatenate([self._bytes, zeros])
         self._busy = np.concatenate([self._busy, zeros])
         self._rate = np.concatenate([self._rate, zeros])
@@ -358,13 +371,31 @@ class BatchedShare:
         act = np.flatnonzero(self._n > 0)
         links = self._links[act]
         w = self._w[act] * self._n[act, None]
-        rates = max_min_rates(links, self._cap, self._ccap[act], w)
-        self._crate[act] = rates
         valid = links >= 0
+        if self._fcfs.any():
+            rates = self._fcfs_rates(links, w, valid, self._ccap[act])
+        else:
+            rates = max_min_rates(links, self._cap, self._ccap[act], w)
+        self._crate[act] = rates
         self._rate = np.bincount(links[valid], weights=(w * rates[:, None])[valid],
                                  minlength=len(self.names))
         if self.on_rates is not None:
             self.on_rates(self.env.now, self._rate)
+
+    def _fcfs_rates(self, links, w, valid, ccap) -> np.ndarray:
+        """Two-pass solve with first-come-first-served resources (module docstring)."""
+        open_cap = np.where(self._fcfs, np.inf, self._cap)
+        offered = max_min_rates(links, open_cap, ccap, w)
+        load = np.bincount(links[valid], weights=(w * offered[:, None])[valid],
+                           minlength=len(self.names))
+        over = self._fcfs & (load > self._cap * (1 + 1e-12))
+        if not over.any():
+            return offered
+        scale = np.ones(len(self.names) + 1)            # [-1] (padding) stays 1
+        scale[:-1][over] = self._cap[over] / load[over]
+        factor = scale[links].min(axis=1)
+        capped = np.where(factor < 1.0, np.minimum(ccap, offered * factor), ccap)
+        return max_min_rates(links, self._cap, capped, w)      # real capacities: never over-used
 
     def _schedule_next(self, now: float) -> None:
         act = np.flatnonzero((self._n > 0) & (self._crate > 0))

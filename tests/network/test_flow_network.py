@@ -73,6 +73,27 @@ def test_extra_resource_is_shared_with_plain_transfers():
     assert times == {"copy": pytest.approx(1000 / 30), 0: pytest.approx(1000 / 30)}
 
 
+@pytest.mark.parametrize("fcfs, copy_ns, send_ns", [(False, 10.0, 10.0), (True, 1000 / 150, 40 / 3)])
+def test_fcfs_resource_shares_in_proportion_to_offered_load(fcfs, copy_ns, send_ns):
+    """HBM of 200 GB/s: a copy offering 300 (its MTE) and a send offering 100 (its link).
+    Fair: the send keeps its 100, the copy gets the other 100. FCFS: 400 offered, each gets
+    half its offer (copy 150, send 50) until the copy ends; then the send runs at 100."""
+    env = simpy.Environment()
+    net = FlowNetwork(env, spec())
+    hbm = net.add_resources(["rank0.hbm"], [200.0], fcfs=fcfs)[0]
+    mte = net.add_resource("rank0.mte", 300.0)
+    times = {}
+
+    def copy():
+        yield net.start(1000, (mte, hbm))
+        times["copy"] = env.now
+
+    env.process(copy())
+    times.update(run_sends(net, [(0, 2, 1000, {"extra_resources": (hbm,)})]))
+    assert times == {"copy": pytest.approx(copy_ns), 0: pytest.approx(send_ns)}
+    assert net.bytes_by_resource[hbm] == pytest.approx(2000)
+
+
 def test_extra_resources_carry_payload_not_headers():
     env = simpy.Environment()
     net = FlowNetwork(env, spec(header_bytes_per_packet=100))
