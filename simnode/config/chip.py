@@ -65,12 +65,19 @@ class VectorSpec:
     fp4_decode_B_per_cycle: float       #: FP4 decode throughput per AIV
 
 
+HBM_ARBITRATION = ("fcfs", "fair")
+
+
 @dataclass(frozen=True)
 class MemorySpec:
     l2_capacity_MiB: float
     l2_bandwidth_GBps: float
     hbm_capacity_GB: float
     hbm_bandwidth_GBps: float
+    #: how HBM shares itself among overloading users: "fcfs" (in proportion to the load each
+    #: offers) or "fair" (max-min: a small user keeps its demand). Used by the supernode flow
+    #: model, where URMA meets the AIVs; a chip's cores offer alike, so both agree there.
+    hbm_arbitration: str = "fair"
 
     @property
     def l2_capacity_bytes(self) -> int:
@@ -154,7 +161,8 @@ def chip_from_mapping(data: dict, source: str) -> ChipSpec:
     memory = MemorySpec(mem.number("l2_capacity_MiB", positive=True),
                         mem.number("l2_bandwidth_GBps", positive=True),
                         mem.number("hbm_capacity_GB", positive=True),
-                        mem.number("hbm_bandwidth_GBps", positive=True))
+                        mem.number("hbm_bandwidth_GBps", positive=True),
+                        mem.string("hbm_arbitration", choices=HBM_ARBITRATION, default="fair"))
     mem.finish()
 
     sy = r.section("sync")

@@ -117,7 +117,8 @@ class DeepEPSim:
         f = chip.aiv_freq_GHz
         per_aiv_mte2 = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
         per_aiv_mte3 = chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-        self.ends = RankEndpoints(self.net, chip.memory.hbm_bandwidth_GBps)
+        self.ends = RankEndpoints(self.net, chip.memory.hbm_bandwidth_GBps,
+                                  chip.memory.hbm_arbitration == "fcfs")
         self.r_hbm, self.r_urma = self.ends.hbm, self.ends.urma
         self.r_mte2 = self.net.add_resources([f"rank{r}.aiv_mte2" for r in range(R)],
                                              [A * per_aiv_mte2] * R)
@@ -223,9 +224,20 @@ class DeepEPSim:
         s = env.now
         yield env.timeout(c.vf_launch_ns)               # peer infos by a small SIMT VF (step 1)
         t.mark("peer info VF", s, env.now)
-        # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4), or after all of
-        # its tokens if it has fewer: pipeline fill
+        # The AIVs reduce task after task and ring a doorbell every 8 tasks without waiting
+        # for URMA (facts 4.3 steps 3-4): the reduction of every peer's rows runs from the
+        # start on the AIV pipes, ahead of the network, and its HBM traffic meets URMA's
+        # (the HBM's arbitration, chip memory.hbm_arbitration, decides who yields)
         s = env.now
+        work = []
+        for r in range(R):
+            if plan.combine_tokens[d, :, r].sum() == 0:
+                continue
+            res, units = self._reduction(d, r)
+            if max(units) > 0:
+                work.append(self._local(res, units))
+        # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4), or after all
+        # of its tokens if it has fewer: pipeline fill
         fill_tokens = min(p.combine_task_tokens * p.combine_doorbell_tasks,
                           int(plan.combine_tokens[d].sum(axis=1).max()))
         rows = plan.reduce_rows[d].sum() / max(1, plan.combine_tokens[d].sum())
@@ -233,19 +245,12 @@ class DeepEPSim:
                           + p.combine_doorbell_tasks * c.vf_launch_ns + self.spec.doorbell_ns)
         t.mark("pipeline fill", s, env.now)
         s = env.now
-        sends = []
         for r in range(R):
             n = int(plan.combine_tokens[d, :, r].sum())
-            if n == 0:
+            if n == 0 or r == d:                        # self rows: reduced into the recv buffer
                 continue
-            res, units = self._reduction(d, r)
-            if r == d:                                  # self rows: reduced into the recv buffer
-                if max(units) > 0:
-                    sends.append(self._local(res, units))
-                continue
-            payload = n * sz.combine_wire_bytes
-            sends.append(self.ends.send(d, r, payload, n * sz.combine_wqe_bytes, n, res, units))
-        yield env.all_of(sends)
+            work.append(self.ends.send(d, r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes, n))
+        yield env.all_of(work)
         t.mark("reduce + URMA transfer + drain", s, env.now)
         yield from self._kernel_end("combine", d, t)
 

@@ -1,7 +1,7 @@
 """Each rank's URMA engine and HBM as resources of a ``FlowNetwork``.
 
-``RankEndpoints(net, hbm_GBps)`` adds, per rank R, ``rankR.hbm`` (the chip's HBM, in
-GB/s) and ``rankR.urma`` (the URMA engine, 1 ns of work per ns) to the network's
+``RankEndpoints(net, hbm_GBps, hbm_fcfs)`` adds, per rank R, ``rankR.hbm`` (the chip's
+HBM, in GB/s; first-come-first-served if ``hbm_fcfs``, see ``simnode.network.share``) and ``rankR.urma`` (the URMA engine, 1 ns of work per ns) to the network's
 resources. ``send(src, dst, payload_bytes, descriptor_bytes, wqes)`` starts one
 message train on the network that also charges, in proportion to its progress (a
 weight per wire byte, so contention with the links is max-min fair):
@@ -29,11 +29,12 @@ from simnode.network.share import Transfer
 class RankEndpoints:
     """The ranks' HBM and URMA engine resources; see the module docstring."""
 
-    def __init__(self, net: FlowNetwork, hbm_GBps: float):
+    def __init__(self, net: FlowNetwork, hbm_GBps: float, hbm_fcfs: bool = False):
         R = net.spec.num_ranks
         self.net = net
         self.spec = net.spec
-        self.hbm = net.add_resources([f"rank{r}.hbm" for r in range(R)], [hbm_GBps] * R)
+        self.hbm = net.add_resources([f"rank{r}.hbm" for r in range(R)], [hbm_GBps] * R,
+                                     fcfs=hbm_fcfs)
         # 1 ns of engine time per ns: weights are ns of work per wire byte
         self.urma = net.add_resources([f"rank{r}.urma" for r in range(R)], [1.0] * R)
         cap = self.spec.urma_payload_GBps

@@ -107,7 +107,8 @@ class TransportSim:
     def run(self) -> dict:
         self.env = simpy.Environment()
         self.net = FlowNetwork(self.env, self.spec, batch_window_ns=self.batch_window_ns)
-        self.ends = RankEndpoints(self.net, self.chip.memory.hbm_bandwidth_GBps)
+        self.ends = RankEndpoints(self.net, self.chip.memory.hbm_bandwidth_GBps,
+                                  self.chip.memory.hbm_arbitration == "fcfs")
         senders = [r for r, p in enumerate(self.peers) if p]
         times = {r: RankTimes() for r in senders}
         messages = []

@@ -98,6 +98,8 @@ BAD_CHIPS = {
     "negative path bandwidth": (_set(("chip", "paths", "gm_to_l1", "bandwidth_B_per_cycle"), -1),
                                 ["chip.paths.gm_to_l1.bandwidth_B_per_cycle", "= -1",
                                  "a number greater than 0"]),
+    "unknown HBM arbitration": (_set(("chip", "memory", "hbm_arbitration"), "priority"),
+                                ["chip.memory.hbm_arbitration", "'priority'", "'fcfs'", "'fair'"]),
     "zero cores": (_set(("chip", "num_ai_cores"), 0),
                    ["chip.num_ai_cores", "= 0", "an integer >= 1"]),
     "three AIVs": (_set(("chip", "aiv_per_core"), 3),

@@ -89,6 +89,20 @@ def test_cli_seed_option_changes_routing(deepep):
     assert a.out != b.out
 
 
+# -- HBM contention with URMA (facts 2.4, S5) ----------------------------------------------------
+def test_combine_reduction_contends_with_urma_at_an_fcfs_hbm(deepep):
+    """Combine's AIVs reduce ahead of the network; at a first-come-first-served HBM their
+    reads take URMA's share while they last, so combine is slower than with a fair arbiter
+    (the firmware fix S5 announces); dispatch, whose AIVs are idle during the transfer, is
+    not affected."""
+    common = ("--set", "num_ranks=8", "--set", "tokens_per_rank=2048")
+    fcfs = ok_json(deepep(*common))
+    fair = ok_json(deepep(*common, "--set", "topology.chip.memory.hbm_arbitration=fair"))
+    assert fcfs["dispatch_ns"] == fair["dispatch_ns"]
+    assert fcfs["combine_ns"] > 1.03 * fair["combine_ns"]
+    assert fcfs["combine_chip_util_frac"]["urma_tx"] < fair["combine_chip_util_frac"]["urma_tx"]
+
+
 # -- what-if: hot experts --------------------------------------------------------------------------
 def test_hot_experts_slow_dispatch_and_load_the_port_of_their_rank(deepep):
     common = ("--set", "num_ranks=8", "--set", "tokens_per_rank=1024", "--set", "phase=dispatch")
