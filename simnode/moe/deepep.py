@@ -16,10 +16,15 @@ wire byte), so per-message costs and contention are mechanisms, not factors:
   ``wqe_processing_ns`` (topology), so small messages load it more
   (``simnode.network.urma``, shared with the transport microbenchmark);
 - ``hbmR``: rank R's HBM, shared by the URMA engine's payload and descriptor reads,
-  the receiver's remote writes and (combine) the AIVs' reduction reads and writes:
-  "HBM contention with URMA" (facts 4.3, S5) is this sharing;
+  the receiver's remote writes and (combine) the AIVs' reduction reads and writes; it
+  is first-come-first-served if the chip says so (``memory.hbm_arbitration``), and then
+  the reduction takes URMA's share while it lasts: "HBM contention with URMA" (facts
+  4.3, S5);
+- ``urma_tx`` / ``urma_rx``: the chip's URMA ceiling per direction, if the topology
+  sets one;
 - ``mte2R`` / ``mte3R`` / ``vecR`` / ``aivR``: the 64 AIVs' MTE2, MTE3, vector and
-  scalar/VF time that combine's sender-side reduction needs before a row can go.
+  scalar/VF time of combine's sender-side reduction, one local transfer per peer that
+  starts with the kernel and runs ahead of the network (the AIVs ring doorbells and go on).
 
 Fixed costs (launch, barriers, routing VF, prefix sums, count exchange, doorbell,
 drain) are phases of the rank process with the measured or reasoned costs of

@@ -1,4 +1,5 @@
-"""Analytical lower bound of an all-to-all's time: the busiest port's bytes / bandwidth.
+"""Analytical lower bound of an all-to-all's time: the busiest port's bytes / bandwidth
+(a rank's URMA send or receive side counting as a port, if the spec limits it).
 
 ``port_loads(traffic_bytes, spec, ...)`` sums a ``[src, dst]`` traffic matrix (bytes;
 the diagonal is local and ignored) onto every port it must cross: each rank's

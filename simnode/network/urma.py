@@ -13,8 +13,7 @@ weight per wire byte, so contention with the links is max-min fair):
 - if ``spec.urma_payload_GBps`` > 0, the sender's URMA send side (``rankR.urma_tx``) and
   the receiver's receive side (``rankR.urma_rx``), each that many GB/s of payload over
   all peers together: a chip-side ceiling below the sum of the ports;
-- any ``extra`` resources with their total ``extra_units`` of work (DeepEP's combine
-  charges its sender-side reduction this way).
+- any ``extra`` resources with their total ``extra_units`` of work.
 
 DeepEP (``simnode.moe.deepep``) and the transport microbenchmark
 (``simnode.workloads.transport``) post their messages through this one model.

@@ -111,7 +111,7 @@ def _tables(folder: ResultFolder) -> list[str]:
     out = ["<h2>Kernels</h2>",
            "<p>Simulated / bound = kernel time over its analytical lower bound (roofline for chip "
            "kernels: compute, L2 and HBM at peak rates; DeepEP and transport: the busiest port's bytes / "
-           "bandwidth). DeepEP bandwidth: received tokens (self-rank included) x logical bytes per token "
+           "bandwidth, or a rank's payload / its URMA ceiling if that is longer). DeepEP bandwidth: received tokens (self-rank included) x logical bytes per token "
            "/ kernel time, mean over ranks; transport: payload put per sending rank / time.</p>",
            _table(pc + [("kernel", "name"), ("time", "us"), ("bound", "us"), ("simulated / bound", "ratio"),
                         ("achieved", "TFLOPS"), ("bandwidth", "GB/s per rank"), ("bottleneck", "resource")],
