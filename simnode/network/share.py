@@ -32,12 +32,8 @@ are solved together). Choose W well below a typical transfer's duration.
 Arbitration. Resources share max-min fairly (a small user keeps its full demand), except
 those marked first-come-first-served (``add_resources(..., fcfs=True)``): a memory
 controller that queues requests in arrival order serves overloaded users in proportion
-to the load they offer. The solve then has two passes: max-min with FCFS resources
-unlimited gives each class its offered rate (so a class on FCFS resources must also
-cross another resource or have a cap); each overloaded FCFS resource scales its
-classes' offered rates down to fit, as caps; max-min again under those caps and the
-real capacities (classes off the overloaded resources may take what the capped ones
-leave elsewhere). One pass of scaling: an approximation of the FCFS fixed point.
+to the load they offer (``simnode.network.solver.fcfs_max_min_rates``: two max-min
+passes; a class on FCFS resources must also cross another resource or have a cap).
 
 Every transfer returns a ``Transfer`` event: it fires ``latency_ns`` after its last
 byte was served; ``transfer.injected`` fires when the last byte was served.
@@ -53,7 +49,7 @@ import simpy
 from simpy.events import NORMAL
 
 from simnode.network.series import BinnedSeries
-from simnode.network.solver import max_min_rates
+from simnode.network.solver import fcfs_max_min_rates, max_min_rates
 
 _EPS_BYTES = 1e-6         # completion tolerance in bytes (as simnode.engine.fluid)
 _EPS_REL = 1e-12          # ... plus this share of the bytes already served
@@ -373,7 +369,7 @@ class BatchedShare:
         w = self._w[act] * self._n[act, None]
         valid = links >= 0
         if self._fcfs.any():
-            rates = self._fcfs_rates(links, w, valid, self._ccap[act])
+            rates = fcfs_max_min_rates(links, self._cap, self._fcfs, self._ccap[act], w)
         else:
             rates = max_min_rates(links, self._cap, self._ccap[act], w)
         self._crate[act] = rates
@@ -381,21 +377,6 @@ class BatchedShare:
                                  minlength=len(self.names))
         if self.on_rates is not None:
             self.on_rates(self.env.now, self._rate)
-
-    def _fcfs_rates(self, links, w, valid, ccap) -> np.ndarray:
-        """Two-pass solve with first-come-first-served resources (module docstring)."""
-        open_cap = np.where(self._fcfs, np.inf, self._cap)
-        offered = max_min_rates(links, open_cap, ccap, w)
-        load = np.bincount(links[valid], weights=(w * offered[:, None])[valid],
-                           minlength=len(self.names))
-        over = self._fcfs & (load > self._cap * (1 + 1e-12))
-        if not over.any():
-            return offered
-        scale = np.ones(len(self.names) + 1)            # [-1] (padding) stays 1
-        scale[:-1][over] = self._cap[over] / load[over]
-        factor = scale[links].min(axis=1)
-        capped = np.where(factor < 1.0, np.minimum(ccap, offered * factor), ccap)
-        return max_min_rates(links, self._cap, capped, w)      # real capacities: never over-used
 
     def _schedule_next(self, now: float) -> None:
         act = np.flatnonzero((self._n > 0) & (self._crate > 0))

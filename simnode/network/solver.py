@@ -1,7 +1,8 @@
 """Max-min fair rate allocation (progressive filling / water-filling) over flows x links.
 
 ``max_min_rates(flow_links, link_capacity, flow_cap, flow_weights)`` is the fast,
-vectorized solver used by the flow network; ``max_min_rates_exact`` is a simple,
+vectorized solver used by the flow network (``fcfs_max_min_rates`` adds links that
+serve first come, first served); ``max_min_rates_exact`` is a simple,
 slow reference in exact rational arithmetic used to check it in tests.
 
 Problem. Flow f has one rate x_f (bytes/ns). It crosses the links in row f of
@@ -115,6 +116,41 @@ def max_min_rates(flow_links: np.ndarray, link_capacity: np.ndarray,
                                      np.maximum(capacity[links_of] - used[links_of], 0.0)
                                      / wsum[links_of], np.inf)
     return rate
+
+
+def fcfs_max_min_rates(flow_links: np.ndarray, link_capacity: np.ndarray, fcfs: np.ndarray,
+                       flow_cap: np.ndarray | None = None,
+                       flow_weights: np.ndarray | None = None) -> np.ndarray:
+    """Rates when the links marked in ``fcfs`` serve first come, first served: an
+    overloaded FCFS link gives each flow a share in proportion to the rate it offers.
+
+    Offered rates are the max-min rates with FCFS links unlimited (so every flow must
+    also cross a non-FCFS link or have a cap). Each overloaded FCFS link scales its
+    flows' offered rates down to fit (by its capacity / its offered load; a flow on two
+    takes the smaller factor), and these become caps of a second max-min solve under the
+    real capacities, which therefore never over-uses a link. One scaling pass: an
+    approximation of the FCFS fixed point. Without overload this is ``max_min_rates``.
+    """
+    flow_links = np.asarray(flow_links)
+    capacity = np.asarray(link_capacity, dtype=float)
+    fcfs = np.asarray(fcfs, dtype=bool)
+    num_flows = flow_links.shape[0]
+    cap = np.full(num_flows, np.inf) if flow_cap is None else np.asarray(flow_cap, dtype=float)
+    w2d = np.ones(flow_links.shape) if flow_weights is None else np.asarray(flow_weights, float)
+    if num_flows == 0 or not fcfs.any():
+        return max_min_rates(flow_links, capacity, cap, w2d)
+    offered = max_min_rates(flow_links, np.where(fcfs, np.inf, capacity), cap, w2d)
+    valid = flow_links >= 0
+    load = np.bincount(flow_links[valid], weights=(w2d * offered[:, None])[valid],
+                       minlength=capacity.shape[0])
+    over = fcfs & (load > capacity * (1 + REL_TOL))
+    if not over.any():
+        return offered
+    scale = np.ones(capacity.shape[0] + 1)          # scale[-1] serves the -1 padding
+    scale[:-1][over] = capacity[over] / load[over]
+    factor = scale[flow_links].min(axis=1)
+    return max_min_rates(flow_links, capacity,
+                         np.where(factor < 1.0, np.minimum(cap, offered * factor), cap), w2d)
 
 
 def _freeze_ready_links(flow_links, links_lvl, lvl, cap_min, by_link_flow, ptr, frozen,

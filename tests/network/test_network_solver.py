@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simnode.network.solver import max_min_rates, max_min_rates_exact
+from simnode.network.solver import fcfs_max_min_rates, max_min_rates, max_min_rates_exact
 
 INF = float("inf")
 
@@ -109,3 +109,36 @@ def test_few_candidate_links_per_pass_give_the_same_rates(monkeypatch, candidate
         exact = max_min_rates_exact(links.tolist(), capacity.tolist(), caps.tolist(),
                                     weights.tolist())
         assert fast.tolist() == pytest.approx([float(x) for x in exact], rel=1e-9)
+
+
+# -- first-come-first-served links -----------------------------------------------------------
+def test_fcfs_link_shares_in_proportion_to_offered_rates():
+    # link 0 (FCFS, 200) is crossed by a flow offering 300 (its link 1) and one offering 100
+    # (its link 2): 400 offered, each gets half its offer; a fair link would give 100 each
+    links, cap = [[0, 1], [0, 2]], [200.0, 300.0, 100.0]
+    assert fcfs_max_min_rates(links, cap, [True, False, False]).tolist() == [150.0, 50.0]
+    assert max_min_rates(links, cap).tolist() == [100.0, 100.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances(), st.data())
+def test_fcfs_is_feasible_and_max_min_without_overload(inst, data):
+    links, capacity, caps, weights = inst
+    fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
+    # every flow needs a non-FCFS link or a cap (its offered rate must be finite)
+    finite = [any(l >= 0 and not fcfs[l] for l in row) or c != INF for row, c in zip(links, caps)]
+    links = [row for row, ok in zip(links, finite) if ok]
+    if not links:
+        return
+    weights = [w for w, ok in zip(weights, finite) if ok]
+    caps = [c for c, ok in zip(caps, finite) if ok]
+    L, W, C = np.array(links), np.array(weights, float), np.array(caps, float)
+    cap = np.array(capacity, float)
+    rates = fcfs_max_min_rates(L, cap, np.array(fcfs), C, W)
+    m = L >= 0
+    load = np.bincount(L[m], weights=(W * rates[:, None])[m], minlength=cap.size)
+    assert (load <= cap * (1 + 1e-9)).all() and (rates <= C * (1 + 1e-9)).all()
+    offered = max_min_rates(L, np.where(fcfs, INF, cap), C, W)
+    open_load = np.bincount(L[m], weights=(W * offered[:, None])[m], minlength=cap.size)
+    if not (np.array(fcfs) & (open_load > cap * (1 + 1e-9))).any():
+        assert rates.tolist() == pytest.approx(max_min_rates(L, cap, C, W).tolist(), rel=1e-9)
