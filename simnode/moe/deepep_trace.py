@@ -4,7 +4,8 @@
 each kernel run it writes: one process per rank (``rankNNN``) with a ``deepep`` thread
 (``thread``: the transport microbenchmark names it ``transport``) holding a span per
 phase; a ``network`` process with a counter track per
-link (busy fraction per time bin, from ``FlowNetwork.utilization_series``); and
+link (busy fraction per time bin, from ``FlowNetwork.utilization_series``), and in
+each rank's process counters of its HBM and URMA send / receive ceiling; and
 flow arrows from a sender's track to the receiver's, one per message train, for
 at most ``max_arrows`` trains per kernel (every k-th, so an EP128 trace stays small).
 Kernels follow each other on the time axis (combine starts where dispatch ended).
@@ -15,6 +16,7 @@ from __future__ import annotations
 from simnode.engine.trace import Tracer
 
 MAX_ARROWS = 2000            # per kernel: ~0.3 MB of arrows whatever the EP size
+RANK_COUNTERS = ("hbm", "urma_tx", "urma_rx")   # chip resources traced per rank
 
 
 class DeepEPTracer:
@@ -57,15 +59,23 @@ class DeepEPTracer:
         npid = tr.process("network")
         for res in range(net.num_network_resources):
             name = net.names[res]
-            if tr.thread(npid, name) is None:
-                continue
-            last = None
-            for b in range(util.shape[0]):
-                value = round(float(util[b, res]), 4)
-                if value != last:
-                    tr.counter(npid, f"util {name}", off + edges[b], {"busy": value})
-                    last = value
+            if tr.thread(npid, name) is not None:
+                self._counter(npid, f"util {name}", edges, util[:, res])
+        # each rank's HBM and URMA ceiling: where combine's reduction takes URMA's HBM share
+        for res in range(net.num_network_resources, len(net.names)):
+            rank, _, what = net.names[res].partition(".")
+            if what in RANK_COUNTERS and tids[int(rank[4:])][1] is not None:
+                self._counter(tids[int(rank[4:])][0], f"util {what}", edges, util[:, res])
         self.offset_ns = off + max(t.end_ns for t in times)
+
+    def _counter(self, pid, name: str, edges, busy) -> None:
+        """A counter track of busy fractions per time bin (a point only where it changes)."""
+        last = None
+        for b in range(busy.shape[0]):
+            value = round(float(busy[b]), 4)
+            if value != last:
+                self.tracer.counter(pid, name, self.offset_ns + edges[b], {"busy": value})
+                last = value
 
     def close(self) -> None:
         self.tracer.close()

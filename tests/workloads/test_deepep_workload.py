@@ -103,6 +103,28 @@ def test_combine_reduction_contends_with_urma_at_an_fcfs_hbm(deepep):
     assert fcfs["combine_chip_util_frac"]["urma_tx"] < fair["combine_chip_util_frac"]["urma_tx"]
 
 
+def test_trace_shows_the_reduction_window_where_hbm_is_full_and_urma_slowed(deepep, tmp_path):
+    path = tmp_path / "combine.json"
+    res = deepep("--set", "num_ranks=8", "--set", "tokens_per_rank=2048", "--set", "phase=combine",
+                 "--trace", path)
+    assert res.code == 0, res.err
+    ev = json.loads(path.read_text())["traceEvents"]
+    rank0 = next(e["pid"] for e in ev if e["ph"] == "M" and e["args"].get("name") == "rank000")
+
+    def series(name):
+        return sorted((e["ts"], e["args"]["busy"]) for e in ev
+                      if e["ph"] == "C" and e["pid"] == rank0 and e["name"] == name)
+
+    def at(points, ts):
+        return [v for t, v in points if t <= ts][-1]
+
+    hbm, tx = series("util hbm"), series("util urma_tx")
+    full = [t for t, v in hbm if v > 0.99]
+    assert full                                             # the AIVs' reduction fills the HBM
+    assert at(tx, full[0]) < 0.7                            # ... and URMA gets only a share
+    assert max(v for _, v in tx) > 0.95                     # ... until it ends
+
+
 # -- what-if: hot experts --------------------------------------------------------------------------
 def test_hot_experts_slow_dispatch_and_load_the_port_of_their_rank(deepep):
     common = ("--set", "num_ranks=8", "--set", "tokens_per_rank=1024", "--set", "phase=dispatch")
@@ -134,8 +156,12 @@ def test_trace_has_ranks_phases_network_counters_and_paired_arrows(deepep, tmp_p
     assert {"dispatch", "combine", "entry barrier", "URMA transfer + drain",
             "exit barrier"} <= spans
     counters = [e for e in ev if e["ph"] == "C"]
-    assert counters and all(e["pid"] == net_pid for e in counters)
-    assert any(e["name"] == "util rank0->leaf0" for e in counters)
+    links = [e for e in counters if e["pid"] == net_pid]
+    assert links and all("->" in e["name"] for e in links)
+    assert any(e["name"] == "util rank0->leaf0" for e in links)
+    # each rank's chip counters sit in its own process
+    chip = {(procs[e["pid"]], e["name"]) for e in counters if e["pid"] != net_pid}
+    assert chip == {(f"rank{r:03d}", f"util {x}") for r in range(4) for x in ("hbm", "urma_tx", "urma_rx")}
     s = {e["id"]: e for e in ev if e["ph"] == "s"}
     f = {e["id"]: e for e in ev if e["ph"] == "f"}
     assert s and s.keys() == f.keys()
