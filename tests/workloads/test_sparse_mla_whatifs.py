@@ -6,6 +6,8 @@ published shapes are in benchmarks/bench_sparse_mla.py and the report.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from simnode.config.topology import load_topology_raw, topology_from_mapping
@@ -76,6 +78,26 @@ def test_c_1c1v_fixpipe_outweighs_the_cube_below_b_topk_73(go, b_topk, fix_over_
     aic = r.details["busiest_pipe_by_unit"]["aic"]
     assert aic == ("FixPipe (aic.fix)" if fix_over_cube else "cube (aic.m)")
     assert r.bottleneck == "vector (aiv.v)"
+
+
+@pytest.mark.parametrize("b_topk, binding", [(64, "FixPipe (aic.fix)"), (80, "cube (aic.m)")])
+def test_c_alone_1c1v_with_an_aiv_as_strong_as_two_is_fixpipe_bound_below_73(topology_path, b_topk,
+                                                                           binding):
+    """S1 gives three reasons against 1C1V, each enough alone. Give the one AIV the MTE2
+    bandwidth and queue, vector rates and UB bandwidth of two, so (a) and (b) are gone and
+    only FixPipe's single destination differs from 1C2V: then the kernel itself is FixPipe-
+    bound below B_TOPK ~73 and cube-bound above."""
+    raw = copy.deepcopy(load_topology_raw(topology_path))
+    chip = raw["chip"]
+    chip["sync"]["mte2_outstanding_per_aiv"] *= 2
+    chip["paths"]["gm_to_ub"]["bandwidth_B_per_cycle"] *= 2
+    chip["vector"]["ub_bandwidth_B_per_cycle"] *= 2
+    for op in chip["vector"]["ops_per_cycle"]:
+        chip["vector"]["ops_per_cycle"][op] *= 2
+    strong = topology_from_mapping(raw, str(topology_path))
+    r = run(strong, {**BASE, "vector_cores_per_cube": 1, "skip_scale_threshold": 0.0,
+                     "b_topk": b_topk, "n_q": 256})
+    assert r.bottleneck == binding
 
 
 def test_d_gather2_off_is_slower(go):
