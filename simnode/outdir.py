@@ -11,7 +11,8 @@ run::
                                                  the topology.* overrides}
     DIR/network_util.json  only if the result has link time series (deepep):
                            {kernel: {"bin_edges_ns": [e0, ..., eN],
-                                     "links": {link name: [busy fraction per bin] (N)}}}
+                                     "links": {link name: [busy fraction per bin] (N)},
+                                     "chip": {"rankR.hbm" / ".urma_tx" / ".urma_rx": [...] (N)}}}
                            kernel = "dispatch" / "combine"; at most 64 bins of equal
                            width, except the last (it ends at the last recorded edge)
 

@@ -3,7 +3,8 @@
 ``load_folder(path)`` -> ``ResultFolder``: ``is_sweep``, the swept ``params``
 ({field: [values]}, empty for a run) and one ``PointData`` per run (its ``point``
 {field: value}, its ``result`` dict as ``Result.to_dict()`` wrote it, and its
-``network_util`` {kernel: {"bin_edges_ns": [...], "links": {name: [busy frac]}}}
+``network_util`` {kernel: {"bin_edges_ns": [...], "links": {name: [busy frac]},
+"chip": {rank resource: [busy frac]} (optional)}}
 when the run wrote network_util.json). Layouts read:
 
 - run:   DIR/result.json, DIR/config.json, [DIR/network_util.json]
@@ -93,10 +94,14 @@ def _point(folder: Path, point: dict) -> PointData:
             raise ConfigError(str(util_path), kernel, "<malformed>",
                               'an object {"bin_edges_ns": [...], "links": {name: [busy fraction per bin]}}')
         bins = len(series["bin_edges_ns"]) - 1
-        for name, fracs in series["links"].items():
-            if not isinstance(fracs, list) or len(fracs) != bins:
-                raise ConfigError(str(util_path), f"{kernel}.links.{name}", "<a list of another length>",
-                                  f"one busy fraction per time bin ({bins})")
+        if not isinstance(series.get("chip", {}), dict):
+            raise ConfigError(str(util_path), f"{kernel}.chip", "<malformed>",
+                              "an object {resource name: [busy fraction per bin]}")
+        for group in ("links", "chip"):
+            for name, fracs in series.get(group, {}).items():
+                if not isinstance(fracs, list) or len(fracs) != bins:
+                    raise ConfigError(str(util_path), f"{kernel}.{group}.{name}", "<a list of another length>",
+                                      f"one busy fraction per time bin ({bins})")
     return PointData(dict(point), _result(folder / "result.json"), util, folder)
 
 

@@ -174,6 +174,11 @@ def _plots(folder: ResultFolder, cases_path=None) -> list[str]:
     for p in with_util[:MAX_HEATMAPS]:
         out.append(_figure(plots.link_heatmap_png(p.network_util, title=p.label), f"link utilization {p.label}",
                            f"{p.label}: busy fraction of each network link per time bin (busiest links on top)."))
+        if plots.has_chip_series(p.network_util):
+            out.append(_figure(plots.chip_heatmap_png(p.network_util, title=p.label),
+                               f"chip utilization {p.label}",
+                               f"{p.label}: busy fraction of each rank's HBM and URMA send / receive "
+                               "ceiling per time bin (ranks with the busiest URMA on top)."))
     if len(with_util) > MAX_HEATMAPS:
         out.append(f"<p>Link heat maps of {len(with_util) - MAX_HEATMAPS} further points not shown.</p>")
     if plots.has_pipes(pts):

@@ -7,6 +7,9 @@
 - ``link_heatmap_png(network_util)``: busy fraction of each network link over time,
   one panel per kernel (dispatch, combine); the ``max_links`` links with the highest
   mean busy fraction, busiest on top.
+- ``chip_heatmap_png(network_util)``: the same for each rank's HBM and URMA send /
+  receive ceiling (``"chip"`` series), grouped by rank, the ``max_ranks`` ranks with
+  the busiest URMA first: where combine's reduction takes URMA's HBM share.
 - ``pipe_busy_png(points)``: mean busy fraction of every pipe, one panel per core
   kind (AIC, AIV), one bar per run.
 - ``roofline_png(points)``: each kernel's position against its roofline bound.
@@ -148,6 +151,48 @@ def link_heatmap_png(network_util: dict, max_links: int = 24, title: str = "") -
         hidden = len(links) - len(order)
         ax.set_title(f"{kernel}: {len(order)} busiest links by mean busy fraction"
                      + (f" ({hidden} more not shown)" if hidden > 0 else ""), fontsize=9)
+    fig.colorbar(image, ax=list(axes), label="busy fraction", fraction=0.03)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return _png(fig)
+
+
+def has_chip_series(network_util: dict) -> bool:
+    return any(s.get("chip") and len(s.get("bin_edges_ns", [])) > 1 for s in network_util.values())
+
+
+def chip_heatmap_png(network_util: dict, max_ranks: int = 6, title: str = "") -> bytes:
+    """``network_util[kernel]["chip"]``: {"rankR.hbm" / ".urma_tx" / ".urma_rx": [busy frac
+    per bin]}; one panel per kernel, rows grouped by rank, busiest URMA ranks first."""
+    kernels = [k for k, s in network_util.items() if s.get("chip") and len(s.get("bin_edges_ns", [])) > 1]
+    if not kernels:
+        raise ValueError("no binned chip-resource utilization to plot")
+    panels = []
+    for kernel in kernels:
+        chip = network_util[kernel]["chip"]
+        by_rank: dict = {}
+        for name in chip:
+            rank, _, what = name.partition(".")
+            by_rank.setdefault(rank, []).append(name)
+        urma = {r: max(float(np.mean(chip[n])) for n in names if "urma" in n) if any(
+            "urma" in n for n in names) else 0.0 for r, names in by_rank.items()}
+        ranks = sorted(by_rank, key=lambda r: (-urma[r], int(r[4:])))[:max_ranks]
+        rows = [n for r in ranks for n in sorted(by_rank[r])]
+        panels.append((kernel, rows, len(by_rank) - len(ranks)))
+    fig = Figure(figsize=(9, 1.2 + sum(0.22 * len(rows) + 1.1 for _, rows, _ in panels)),
+                 layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False,
+                        gridspec_kw={"height_ratios": [len(rows) + 4 for _, rows, _ in panels]})[:, 0]
+    image = None
+    for ax, (kernel, rows, hidden) in zip(axes, panels):
+        edges_us = units.ns_to_us(np.asarray(network_util[kernel]["bin_edges_ns"], dtype=float))
+        data = np.vstack([np.asarray(network_util[kernel]["chip"][n], dtype=float) for n in rows])
+        image = ax.pcolormesh(edges_us, np.arange(len(rows) + 1), data, cmap="viridis", vmin=0, vmax=1)
+        ax.invert_yaxis()
+        ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=7)
+        ax.set_xlabel("time (us)")
+        ax.set_title(f"{kernel}: HBM and URMA ceiling of the busiest ranks"
+                     + (f" ({hidden} more ranks not shown)" if hidden > 0 else ""), fontsize=9)
     fig.colorbar(image, ax=list(axes), label="busy fraction", fraction=0.03)
     if title:
         fig.suptitle(title, fontsize=10)

@@ -34,17 +34,26 @@ def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"
 
 
 
+CHIP_SERIES = ("hbm", "urma_tx", "urma_rx")   # per-rank chip resources kept beside the links
+
+
 def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
-    """Busy fraction per network link (not chip resources) over time, in at most
-    ``max_bins`` equal bins: {"bin_edges_ns": [...], "links": {name: [fraction per bin]}}.
-    Adjacent bins of ``net.utilization_series()`` are averaged k at a time (they are of
-    equal width); the last group may hold fewer bins and ends at the last recorded edge."""
+    """Busy fraction per network link over time, in at most ``max_bins`` equal bins, and
+    the same for each rank's HBM and URMA ceiling: {"bin_edges_ns": [...], "links": {name:
+    [fraction per bin]}, "chip": {"rank0.hbm": [...], ...}}. Adjacent bins of
+    ``net.utilization_series()`` are averaged k at a time (they are of equal width); the
+    last group may hold fewer bins and ends at the last recorded edge."""
     edges, frac = net.utilization_series()
-    frac = frac[:, :net.num_network_resources]
     k = -(-frac.shape[0] // max_bins)
     starts = np.arange(0, frac.shape[0], k)
     merged = np.add.reduceat(frac, starts, axis=0) / np.diff(np.append(starts, frac.shape[0]))[:, None]
     out_edges = [float(e) for e in edges[starts]] + [float(edges[-1])]
+
+    def series(r):
+        return [round(float(x), 4) for x in merged[:, r]]
+
+    chip = [r for r in range(net.num_network_resources, len(net.names))
+            if net.names[r].partition(".")[2] in CHIP_SERIES]
     return {"bin_edges_ns": out_edges,
-            "links": {net.names[r]: [round(float(x), 4) for x in merged[:, r]]
-                      for r in range(net.num_network_resources)}}
+            "links": {net.names[r]: series(r) for r in range(net.num_network_resources)},
+            "chip": {net.names[r]: series(r) for r in chip}}

@@ -215,7 +215,9 @@ def test_report_of_real_out_folders(tmp_path, cli):
     assert cli("report", tmp_path / "ep").code == 0
     page = (tmp_path / "ep" / "report.html").read_text()
     assert_self_contained(page)
-    assert len(IMG_SRC.findall(page)) == 3                  # bandwidth vs EP + a heat map per point
+    # bandwidth vs EP + per point a link heat map and a chip (HBM, URMA ceiling) heat map
+    assert len(IMG_SRC.findall(page)) == 5
+    assert page.count("chip utilization num_ranks=") == 2
     res = cli("run", root / "topologies" / "ascend950dt.yaml", root / "workloads" / "gemm-bf16-4096x7168x16384.yaml",
               "--set", "m=256", "--set", "n=512", "--set", "k=1024", "--out", tmp_path / "gemm")
     assert res.code == 0, res.err

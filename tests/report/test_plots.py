@@ -65,6 +65,19 @@ def test_link_heatmap_keeps_the_busiest_links():
     assert small != plots.link_heatmap_png(util, max_links=10)
 
 
+def test_chip_heatmap_groups_ranks_busiest_urma_first():
+    edges = [0.0, 10.0, 20.0]
+    chip = {f"rank{r}.{x}": [r / 10, r / 10] for r in range(8) for x in ("hbm", "urma_tx", "urma_rx")}
+    util = {"combine": {"bin_edges_ns": edges, "links": {"a->b": [0.5, 0.5]}, "chip": chip}}
+    assert plots.has_chip_series(util)
+    few = plots.chip_heatmap_png(util, max_ranks=2)
+    assert_nonblank_png(few)
+    assert few != plots.chip_heatmap_png(util, max_ranks=8)
+    assert not plots.has_chip_series({"combine": {"bin_edges_ns": edges, "links": {}}})
+    with pytest.raises(ValueError, match="chip"):
+        plots.chip_heatmap_png({"combine": {"bin_edges_ns": edges, "links": {}}})
+
+
 def test_pipe_busy_is_a_nonblank_png(gemm_run_dir):
     points = load_folder(gemm_run_dir).points
     assert plots.has_pipes(points)
