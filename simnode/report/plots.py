@@ -133,28 +133,15 @@ def link_heatmap_png(network_util: dict, max_links: int = 24, title: str = "") -
     kernels = [k for k, s in network_util.items() if s.get("links") and len(s.get("bin_edges_ns", [])) > 1]
     if not kernels:
         raise ValueError("no binned link utilization to plot")
-    shown = [min(max_links, len(network_util[k]["links"])) for k in kernels]
-    fig = Figure(figsize=(9, 1.2 + sum(0.22 * n + 1.1 for n in shown)), layout="constrained")
-    axes = fig.subplots(len(kernels), 1, squeeze=False,
-                        gridspec_kw={"height_ratios": [n + 4 for n in shown]})[:, 0]
-    image = None
-    for ax, kernel in zip(axes, kernels):
-        edges_us = units.ns_to_us(np.asarray(network_util[kernel]["bin_edges_ns"], dtype=float))
+    panels = []
+    for kernel in kernels:
         links = network_util[kernel]["links"]
         order = busiest_links(links, max_links)
-        data = np.vstack([np.asarray(links[n], dtype=float) for n in order])
-        # pcolormesh, not imshow: the bins need not be of equal width (the last may be shorter)
-        image = ax.pcolormesh(edges_us, np.arange(len(order) + 1), data, cmap="viridis", vmin=0, vmax=1)
-        ax.invert_yaxis()
-        ax.set_yticks(np.arange(len(order)) + 0.5, order, fontsize=7)
-        ax.set_xlabel("time (us)")
         hidden = len(links) - len(order)
-        ax.set_title(f"{kernel}: {len(order)} busiest links by mean busy fraction"
-                     + (f" ({hidden} more not shown)" if hidden > 0 else ""), fontsize=9)
-    fig.colorbar(image, ax=list(axes), label="busy fraction", fraction=0.03)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    return _png(fig)
+        panels.append((f"{kernel}: {len(order)} busiest links by mean busy fraction"
+                       + (f" ({hidden} more not shown)" if hidden > 0 else ""),
+                       network_util[kernel]["bin_edges_ns"], order, links))
+    return _heatmaps(panels, title)
 
 
 def has_chip_series(network_util: dict) -> bool:
@@ -172,27 +159,34 @@ def chip_heatmap_png(network_util: dict, max_ranks: int = 6, title: str = "") ->
         chip = network_util[kernel]["chip"]
         by_rank: dict = {}
         for name in chip:
-            rank, _, what = name.partition(".")
-            by_rank.setdefault(rank, []).append(name)
-        urma = {r: max(float(np.mean(chip[n])) for n in names if "urma" in n) if any(
-            "urma" in n for n in names) else 0.0 for r, names in by_rank.items()}
+            by_rank.setdefault(name.partition(".")[0], []).append(name)
+        urma = {r: max([float(np.mean(chip[n])) for n in names if "urma" in n], default=0.0)
+                for r, names in by_rank.items()}
         ranks = sorted(by_rank, key=lambda r: (-urma[r], int(r[4:])))[:max_ranks]
-        rows = [n for r in ranks for n in sorted(by_rank[r])]
-        panels.append((kernel, rows, len(by_rank) - len(ranks)))
-    fig = Figure(figsize=(9, 1.2 + sum(0.22 * len(rows) + 1.1 for _, rows, _ in panels)),
+        hidden = len(by_rank) - len(ranks)
+        panels.append((f"{kernel}: HBM and URMA ceiling of the busiest ranks"
+                       + (f" ({hidden} more ranks not shown)" if hidden > 0 else ""),
+                       network_util[kernel]["bin_edges_ns"],
+                       [n for r in ranks for n in sorted(by_rank[r])], chip))
+    return _heatmaps(panels, title)
+
+
+def _heatmaps(panels, title: str) -> bytes:
+    """One heat-map panel per (panel title, bin edges in ns, row names, {name: busy fracs})."""
+    fig = Figure(figsize=(9, 1.2 + sum(0.22 * len(rows) + 1.1 for _, _, rows, _ in panels)),
                  layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False,
-                        gridspec_kw={"height_ratios": [len(rows) + 4 for _, rows, _ in panels]})[:, 0]
+                        gridspec_kw={"height_ratios": [len(rows) + 4 for _, _, rows, _ in panels]})[:, 0]
     image = None
-    for ax, (kernel, rows, hidden) in zip(axes, panels):
-        edges_us = units.ns_to_us(np.asarray(network_util[kernel]["bin_edges_ns"], dtype=float))
-        data = np.vstack([np.asarray(network_util[kernel]["chip"][n], dtype=float) for n in rows])
+    for ax, (panel_title, edges_ns, rows, series) in zip(axes, panels):
+        edges_us = units.ns_to_us(np.asarray(edges_ns, dtype=float))
+        data = np.vstack([np.asarray(series[n], dtype=float) for n in rows])
+        # pcolormesh, not imshow: the bins need not be of equal width (the last may be shorter)
         image = ax.pcolormesh(edges_us, np.arange(len(rows) + 1), data, cmap="viridis", vmin=0, vmax=1)
         ax.invert_yaxis()
         ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=7)
         ax.set_xlabel("time (us)")
-        ax.set_title(f"{kernel}: HBM and URMA ceiling of the busiest ranks"
-                     + (f" ({hidden} more ranks not shown)" if hidden > 0 else ""), fontsize=9)
+        ax.set_title(panel_title, fontsize=9)
     fig.colorbar(image, ax=list(axes), label="busy fraction", fraction=0.03)
     if title:
         fig.suptitle(title, fontsize=10)
