@@ -21,7 +21,8 @@ wire byte), so per-message costs and contention are mechanisms, not factors:
   the reduction takes URMA's share while it lasts: "HBM contention with URMA" (facts
   4.3, S5);
 - ``urma_tx`` / ``urma_rx``: the chip's URMA ceiling per direction, if the topology
-  sets one;
+  sets one; with the what-if peer-context cache on, a sender's WQEs that miss it also
+  stall ``urma_tx`` (a rank posts to every peer it has tokens for);
 - ``mte2R`` / ``mte3R`` / ``vecR`` / ``aivR``: the 64 AIVs' MTE2, MTE3, vector and
   scalar/VF time of combine's sender-side reduction, one local transfer per peer that
   starts with the kernel and runs ahead of the network (the AIVs ring doorbells and go on).
@@ -209,13 +210,11 @@ class DeepEPSim:
         s = env.now
         yield env.timeout(self.spec.doorbell_ns)
         sends = []
-        for d in range(R):
-            n = int(plan.pair_tokens[r, d])
-            if d == r or n == 0:
-                continue
-            payload = n * sz.dispatch_wire_bytes
+        peers = [d for d in range(R) if d != r and plan.pair_tokens[r, d] > 0]
+        for d in peers:
+            payload = int(plan.pair_tokens[r, d]) * sz.dispatch_wire_bytes
             wqes = int(plan.pair_sqes[r, d])
-            sends.append(self.ends.send(r, d, payload, wqes * sz.sqe_bytes, wqes))
+            sends.append(self.ends.send(r, d, payload, wqes * sz.sqe_bytes, wqes, peers=len(peers)))
         yield env.all_of(sends)
         t.mark("URMA transfer + drain", s, env.now)
         yield from self._kernel_end("dispatch", r, t)
@@ -250,11 +249,12 @@ class DeepEPSim:
                           + p.combine_doorbell_tasks * c.vf_launch_ns + self.spec.doorbell_ns)
         t.mark("pipeline fill", s, env.now)
         s = env.now
-        for r in range(R):
-            n = int(plan.combine_tokens[d, :, r].sum())
-            if n == 0 or r == d:                        # self rows: reduced into the recv buffer
-                continue
-            work.append(self.ends.send(d, r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes, n))
+        returns = {r: int(plan.combine_tokens[d, :, r].sum()) for r in range(R) if r != d}
+        peers = [r for r, n in returns.items() if n > 0]  # self rows: reduced into the recv buffer
+        for r in peers:
+            n = returns[r]
+            work.append(self.ends.send(d, r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes, n,
+                                       peers=len(peers)))
         yield env.all_of(work)
         t.mark("reduce + URMA transfer + drain", s, env.now)
         yield from self._kernel_end("combine", d, t)

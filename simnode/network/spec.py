@@ -57,6 +57,11 @@ class SupernodeSpec:
     #: most payload one rank's URMA engine moves per direction, all peers together (GB/s;
     #: sending and receiving are separate limits); 0 = no limit besides the ports
     urma_payload_GBps: float = 0.0
+    #: peer transport contexts the URMA engine keeps at hand (what-if; see urma_context_miss_ns)
+    urma_context_cache_entries: int = 0
+    #: engine stall per WQE whose peer context is not cached, moving no payload meanwhile
+    #: (ns); 0 = contexts always at hand (no such cost is published, facts 5.5)
+    urma_context_miss_ns: float = 0.0
     shape: str = "clos"               #: "clos" or "full_mesh" (module docstring)
     source: str = field(default="", compare=False)   #: file it was read from
 
@@ -122,6 +127,16 @@ class SupernodeSpec:
         """Payload share of a full packet: the large-message limit of payload / wire bytes."""
         return self.mtu_bytes / (self.mtu_bytes + self.header_bytes_per_packet)
 
+    # -- URMA peer-context cache (what-if) ----------------------------------------------------
+    def context_miss_fraction(self, peers: int) -> float:
+        """Share of WQEs whose peer context misses a cache of ``urma_context_cache_entries``
+        when a rank posts to ``peers`` peers in an interleaved, effectively random order
+        (64 Jetties, facts 1.5): the steady-state hit rate of C entries over P equally used
+        peers is C/P whatever the replacement policy. 0 if the miss cost is off."""
+        if self.urma_context_miss_ns <= 0 or peers <= 0:
+            return 0.0
+        return max(0.0, 1.0 - self.urma_context_cache_entries / peers)
+
 
 def _up_ports(down_ports: int, oversubscription: float) -> int:
     return math.ceil(down_ports / oversubscription - 1e-9)
@@ -136,6 +151,10 @@ def check_shape(spec: SupernodeSpec) -> None:
 
     if spec.port_bandwidth_GBps <= 0:
         raise err("port_bandwidth_GBps", spec.port_bandwidth_GBps, "a number greater than 0")
+    if spec.urma_context_miss_ns > 0 and spec.urma_payload_GBps <= 0:
+        raise err("urma_context_miss_ns", spec.urma_context_miss_ns,
+                  "0 unless supernode.urma_payload_GBps > 0: a miss stalls the engine's payload "
+                  "stream, which only exists when the URMA ceiling is modeled")
     if spec.shape not in SHAPES:
         raise err("shape", spec.shape, "one of " + ", ".join(map(repr, SHAPES)))
     if spec.shape == "full_mesh":
@@ -202,6 +221,8 @@ def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
         doorbell_ns=r.number("doorbell_ns", min_value=0),
         wqebb_bytes=r.integer("wqebb_bytes", min_value=1),
         urma_payload_GBps=r.number("urma_payload_GBps", min_value=0, default=0.0),
+        urma_context_cache_entries=r.integer("urma_context_cache_entries", min_value=0, default=0),
+        urma_context_miss_ns=r.number("urma_context_miss_ns", min_value=0, default=0.0),
         shape=shape,
         source=source,
     )

@@ -13,6 +13,10 @@ weight per wire byte, so contention with the links is max-min fair):
 - if ``spec.urma_payload_GBps`` > 0, the sender's URMA send side (``rankR.urma_tx``) and
   the receiver's receive side (``rankR.urma_rx``), each that many GB/s of payload over
   all peers together: a chip-side ceiling below the sum of the ports;
+- what-if, off unless ``spec.urma_context_miss_ns`` > 0: on the send side, each WQE whose
+  peer context misses the engine's cache (``spec.context_miss_fraction(peers)`` of them,
+  ``peers`` = how many peers the sender posts to) stalls the engine for that long, time
+  in which it moves no payload: ``miss_ns x urma_payload_GBps`` bytes of send-side work;
 - any ``extra`` resources with their total ``extra_units`` of work.
 
 DeepEP (``simnode.moe.deepep``) and the transport microbenchmark
@@ -41,13 +45,17 @@ class RankEndpoints:
         self.rx = net.add_resources([f"rank{r}.urma_rx" for r in range(R)], [cap] * R) if cap else None
 
     def send(self, src: int, dst: int, payload_bytes: float, descriptor_bytes: float, wqes: int,
-             extra: tuple = (), extra_units: tuple = (), flow_key: int = 0) -> Transfer:
-        """One message train src -> dst of ``wqes`` WQEs; returns the event of its arrival."""
+             extra: tuple = (), extra_units: tuple = (), flow_key: int = 0,
+             peers: int = 1) -> Transfer:
+        """One message train src -> dst of ``wqes`` WQEs, ``src`` posting to ``peers`` peers in
+        all; returns the event of its arrival."""
         wire = self.spec.wire_bytes(payload_bytes)
         res = (self.hbm[src], self.hbm[dst], self.urma[src])
         work = (payload_bytes + descriptor_bytes, payload_bytes, wqes * self.spec.wqe_processing_ns)
         if self.tx is not None:
-            res, work = res + (self.tx[src], self.rx[dst]), work + (payload_bytes, payload_bytes)
+            stall = wqes * self.spec.context_miss_fraction(peers) * self.spec.urma_context_miss_ns
+            tx_work = payload_bytes + stall * self.spec.urma_payload_GBps   # 1 GB/s = 1 B/ns
+            res, work = res + (self.tx[src], self.rx[dst]), work + (tx_work, payload_bytes)
         res, work = nonzero(res + tuple(extra), work + tuple(extra_units))
         return self.net.send(src, dst, payload_bytes, extra_resources=res,
                              extra_weights=tuple(u / wire for u in work), tag=(src, dst),

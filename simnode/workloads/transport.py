@@ -91,7 +91,7 @@ class TransportSim:
     def _put(self, src: int, dst: int):
         """One train of puts; complete when its last byte has landed and the ack is back."""
         yield self.ends.send(src, dst, self.bytes_per_peer, self.wqes * PUT_WQEBBS * self.spec.wqebb_bytes,
-                             self.wqes)
+                             self.wqes, peers=len(self.peers[src]))
         yield self.env.timeout(self.net.route(dst, src)[1])
 
     def _rank(self, r: int, t: RankTimes):

@@ -195,3 +195,32 @@ def test_faster_ports_never_make_a_kernel_slower(cfg, factor, kind):
     fast = make_sim(**cfg, **{"topology.supernode.port_bandwidth_GBps": bw * factor})
     assert fast.spec.port_bandwidth_GBps == pytest.approx(bw * factor)
     assert fast.run(kind).kernel_ns.max() <= slow * (1 + 1e-9)
+
+
+CACHE, MISS = "topology.supernode.urma_context_cache_entries", "topology.supernode.urma_context_miss_ns"
+
+
+@pytest.mark.parametrize("kind", ["dispatch", "combine"])
+def test_peer_context_misses_cost_only_beyond_the_cache(kind):
+    """What-if cache of peer contexts: no effect while every peer fits, slower (and more so
+    with a dearer miss) once the rank posts to more peers than the cache holds."""
+    def time(**sets):
+        return make_sim(16, tokens_per_rank=1024, **sets).run(kind).kernel_ns.max()
+
+    off = time()
+    assert time(**{CACHE: 15, MISS: 50}) == off
+    assert off < time(**{CACHE: 4, MISS: 50}) < time(**{CACHE: 4, MISS: 200})
+
+
+def test_every_miss_stalls_the_senders_payload_stream():
+    """With no cache, each WQE stalls the engine: a rank's transfer takes at least its
+    payload at the URMA ceiling plus one miss per WQE."""
+    miss = 500.0
+    sim = make_sim(8, tokens_per_rank=512, **ZERO_COSTS, **{CACHE: 0, MISS: miss})
+    took = sim.run("dispatch").kernel_ns.max()
+    cap = sim.spec.urma_payload_GBps
+    payload = traffic(sim.plan, "dispatch").sum(axis=1)
+    sqes = sim.plan.pair_sqes.sum(axis=1) - np.diag(sim.plan.pair_sqes)
+    floor = float((payload / cap + sqes * miss).max())
+    assert took >= floor
+    assert took < 1.2 * floor            # and the stall is the dominant cost here

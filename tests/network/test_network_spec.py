@@ -71,6 +71,9 @@ def test_oversubscription_sets_leaf_shape():
     ("hop_latency_ns", -1, ">= 0"),
     ("urma_payload_GBps", -5, ">= 0"),
     ("urma_payload_GBps", "fast", "a number"),
+    ("urma_context_cache_entries", -1, ">= 0"),
+    ("urma_context_cache_entries", 2.5, "an integer"),
+    ("urma_context_miss_ns", -3, ">= 0"),
 ])
 def test_bad_values_name_file_key_and_value(key, value, expected):
     msg = error_of(**{key: value})
@@ -128,3 +131,18 @@ def test_check_shape_guards_specs_built_in_code():
         check_shape(replace(sn, port_bandwidth_GBps=0))
     with pytest.raises(ConfigError, match=r"supernode\.oversubscription = 0\.5"):
         check_shape(replace(sn, oversubscription=0.5))
+
+
+def test_context_miss_needs_the_urma_ceiling():
+    msg = error_of(urma_context_miss_ns=10, urma_payload_GBps=0)
+    assert SRC in msg and "supernode.urma_context_miss_ns = 10" in msg
+    assert "unless supernode.urma_payload_GBps > 0" in msg
+
+
+def test_context_miss_fraction_is_the_uncached_share_of_peers():
+    assert load().context_miss_fraction(127) == 0.0                  # shipped: off
+    sn = load(urma_context_cache_entries=32, urma_context_miss_ns=10)
+    assert sn.context_miss_fraction(7) == 0.0                         # every peer fits
+    assert sn.context_miss_fraction(32) == 0.0
+    assert sn.context_miss_fraction(127) == pytest.approx(95 / 127)
+    assert load(urma_context_miss_ns=10).context_miss_fraction(7) == 1.0   # no cache at all

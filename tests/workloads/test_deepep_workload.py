@@ -103,6 +103,19 @@ def test_combine_reduction_contends_with_urma_at_an_fcfs_hbm(deepep):
     assert fcfs["combine_chip_util_frac"]["urma_tx"] < fair["combine_chip_util_frac"]["urma_tx"]
 
 
+def test_peer_context_cache_what_if_reports_its_miss_share(deepep):
+    """Off by default (no miss share); with 5 cached contexts and 15 peers per rank, 10 of
+    15 WQEs miss in both kernels, and both get slower."""
+    base = ok_json(deepep("--set", "num_ranks=16"))
+    what = ok_json(deepep("--set", "num_ranks=16",
+                          "--set", "topology.supernode.urma_context_cache_entries=5",
+                          "--set", "topology.supernode.urma_context_miss_ns=20"))
+    for kind in ("dispatch", "combine"):
+        assert base[f"{kind}_urma_context_miss_frac"] == 0.0
+        assert what[f"{kind}_urma_context_miss_frac"] == pytest.approx(10 / 15, abs=1e-4)
+        assert what[f"{kind}_GBps"] < base[f"{kind}_GBps"]
+
+
 def test_trace_shows_the_reduction_window_where_hbm_is_full_and_urma_slowed(deepep, tmp_path):
     path = tmp_path / "combine.json"
     res = deepep("--set", "num_ranks=8", "--set", "tokens_per_rank=2048", "--set", "phase=combine",

@@ -135,6 +135,19 @@ def test_report_of_a_transport_run(cli, repo_root, tmp_path):
     assert 'alt="bandwidth vs EP size"' in page and 'alt="link utilization' in page
 
 
+def test_uncached_peer_contexts_stall_each_put(transport):
+    """What-if context cache: an 8-rank all-to-all posts to 7 peers; with room for 7 nothing
+    changes, with none every one of a rank's 7 x 64 WQEs stalls the engine for the miss."""
+    sets = ("--set", "messages_per_peer=64", "--set", "bytes_per_peer=4194304")
+    miss = "topology.supernode.urma_context_miss_ns=100"
+    base = ok_json(transport(*sets))["transport_ns"]
+    fits = ok_json(transport(*sets, "--set", miss, "--set",
+                             "topology.supernode.urma_context_cache_entries=7"))["transport_ns"]
+    stalled = ok_json(transport(*sets, "--set", miss))["transport_ns"]
+    assert fits == base
+    assert stalled == pytest.approx(base + 7 * 64 * 100, rel=0.01)
+
+
 # -- user errors -------------------------------------------------------------------------------
 def test_unknown_pattern(transport, user_error):
     user_error(transport("--set", "pattern=broadcast"), "workloads/transport-alltoall.yaml",
@@ -163,3 +176,10 @@ def test_transport_on_the_single_chip_topology(cli, repo_root, user_error):
     res = cli("run", repo_root / "topologies" / "ascend950dt.yaml",
               repo_root / "workloads" / "transport-alltoall.yaml")
     user_error(res, "ascend950dt.yaml", "supernode", "transport")
+
+
+def test_context_miss_without_the_urma_ceiling(transport, user_error):
+    user_error(transport("--set", "topology.supernode.urma_context_miss_ns=10",
+                         "--set", "topology.supernode.urma_payload_GBps=0"),
+               "atlas950-supernode.yaml", "supernode.urma_context_miss_ns", "10",
+               "urma_payload_GBps > 0")
