@@ -6,7 +6,10 @@ one topology file serves every EP size. The result reports, per kernel, DeepEP's
 bandwidth convention -- tokens received x logical bytes per token / kernel time,
 averaged over ranks (min and max too); like DeepEP's ``num_recv_tokens`` this counts
 the rank's own tokens, which never cross the network (``{kernel}_network_GBps`` leaves
-them out) -- with the wire bytes, the analytical
+them out). Facts 5.6 leaves open whether the Ascend benchmark counts them; upstream
+DeepEP V2's ``tests/ep/test_ep.py`` (deepseek-ai/DeepEP, whose API DeepEP-Ascend
+keeps) does unless ``--ignore-local-traffic`` is given, and its default is off -- with
+the wire bytes, the analytical
 bound, the simulated/bound ratio, the per-phase times and the hottest links, and
 ``{kernel}_link_util``: every network link's busy fraction over time (``link_util``;
 large, so ``simnode.outdir`` moves it out of the printed result into network_util.json).
