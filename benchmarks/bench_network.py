@@ -4,13 +4,16 @@ Each of ``--ranks`` ranks has ``--queues`` send queues (one per AIV, facts 4.1);
 of rank r owns a contiguous range of the rank's tokens (facts 4.2) and sends one
 message per peer (or one per ``--tokens-per-message`` tokens) with the records of
 its tokens routed there, peers in round-robin order from r + q + 1 (facts 4.3). A
-queue's next message starts when the previous one has left (``transfer.injected``).
+queue's next message starts when the previous one has left (``transfer.injected``):
+a Jetty's WQEs go out in order. Messages go through ``RankEndpoints`` as DeepEP's do,
+so the ranks' HBM, URMA engine and URMA ceiling (``urma_payload_GBps``) share them too.
 Routing is uniform top-6 of 256 experts (facts 2.4). Prints wall time, solver
 recomputes, messages per second, peak memory, and the simulated time against the
 analytical bound (busiest port's bytes / bandwidth).
 
     python benchmarks/bench_network.py                   # EP128, 64 queues, spray
     python benchmarks/bench_network.py --ranks 32 --routing ecmp --window-ns 0
+    python benchmarks/bench_network.py --tokens-per-message 8 --record-bytes 14368  # combine-like
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from simnode.config.topology import load_topology                      # noqa: E
 from simnode.moe.routing import dest_ranks_per_token, route_supernode  # noqa: E402
 from simnode.network.bound import busiest_port                          # noqa: E402
 from simnode.network.flows import FlowNetwork                           # noqa: E402
+from simnode.network.urma import RankEndpoints                          # noqa: E402
 from simnode.units import BYTES_PER_GB, BYTES_PER_MiB, NS_PER_MS, NS_PER_S, ns_to_us  # noqa: E402
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "topologies" / "atlas950-supernode.yaml"
@@ -38,6 +42,8 @@ TOPOLOGY = Path(__file__).resolve().parents[1] / "topologies" / "atlas950-supern
 # channels (224 B) + 6 int64 ids + 6 fp32 weights + int64 source index (facts 4.2; the
 # exact metadata size is open, facts 5.6). A benchmark input, not a model parameter.
 RECORD_BYTES = 7168 + 7168 // 128 * 4 + 6 * 8 + 6 * 4 + 8
+TOKENS_PER_SQE = 6          # facts 4.2: one SQE carries up to 6 tokens
+SQE_WQEBBS = 4              # facts 4.2: 48 B header + 12 x 16 B SGEs <= 4 x 64 B WQEBBs
 
 
 def plan(num_ranks: int, queues: int, tokens: int, seed: int) -> np.ndarray:
@@ -60,32 +66,55 @@ def main() -> None:
     ap.add_argument("--tokens-per-message", type=int, default=0,
                     help="split a (queue, peer) batch into messages of this many tokens "
                          "(6 = one dispatch SQE, facts 4.2); 0 = one message per peer")
+    ap.add_argument("--record-bytes", type=int, default=RECORD_BYTES,
+                    help="bytes per token record (default: a dispatch record; 14368 = a "
+                         "combine row + weights, facts 4.3)")
     ap.add_argument("--routing", choices=("spray", "ecmp"), default=None)
     ap.add_argument("--window-ns", type=float, default=200.0, help="batch_window_ns")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--task-round-robin", action="store_true",
+                    help="post one message per peer in turn (combine's task order) instead of "
+                         "all of a peer's messages together")
+    ap.add_argument("--jitter-ns", type=float, default=0.0,
+                    help="each queue starts after a random delay in [0, this): desynchronizes "
+                         "the queues' round-robin")
     args = ap.parse_args()
 
-    spec = replace(load_topology(TOPOLOGY).supernode, num_ranks=args.ranks)
+    topo = load_topology(TOPOLOGY)
+    spec = replace(topo.supernode, num_ranks=args.ranks)
     t0 = time.perf_counter()
     counts = plan(args.ranks, args.queues, args.tokens, args.seed)
     t_plan = time.perf_counter() - t0
 
     env = simpy.Environment()
     net = FlowNetwork(env, spec, routing=args.routing, batch_window_ns=args.window_ns)
+    ends = RankEndpoints(net, topo.chip.memory.hbm_bandwidth_GBps,
+                         hbm_fcfs=topo.chip.memory.hbm_arbitration == "fcfs")
     traffic = np.zeros((args.ranks, args.ranks, args.queues))   # bytes per (src, dst, queue)
     per_msg = args.tokens_per_message
 
+    delays = np.random.default_rng(args.seed).uniform(0.0, args.jitter_ns, (args.ranks, args.queues))
+
     def queue(r: int, q: int):
-        for i in range(1, args.ranks):
-            d = (r + q + i) % args.ranks
-            if d == r:
-                d = (d + 1) % args.ranks
-            n = int(counts[r, q, d])
-            chunks = [n] if per_msg <= 0 else [min(per_msg, n - k) for k in range(0, n, per_msg)]
-            for c in chunks:
+        if args.jitter_ns > 0:
+            yield env.timeout(delays[r, q])
+        peers = [(r + q + i) % args.ranks for i in range(1, args.ranks + 1)]
+        peers = [d for d in peers if d != r]
+        chunks = {d: [int(counts[r, q, d])] if per_msg <= 0 else
+                  [min(per_msg, int(counts[r, q, d]) - k) for k in range(0, int(counts[r, q, d]), per_msg)]
+                  for d in peers}
+        if args.task_round_robin:     # combine's order: one task per peer in turn (facts 4.3)
+            order = [(d, ch[k]) for k in range(max(map(len, chunks.values()), default=0))
+                     for d, ch in chunks.items() if k < len(ch)]
+        else:                         # every message of a peer, then the next peer
+            order = [(d, c) for d, ch in chunks.items() for c in ch]
+        for d, c in order:
+            if True:
                 if c > 0:
-                    traffic[r, d, q] += c * RECORD_BYTES
-                    yield net.send(r, d, c * RECORD_BYTES, flow_key=q).injected
+                    traffic[r, d, q] += c * args.record_bytes
+                    sqes = -(-c // TOKENS_PER_SQE)
+                    yield ends.send(r, d, c * args.record_bytes, sqes * SQE_WQEBBS * spec.wqebb_bytes,
+                                    sqes, flow_key=q, peers=args.ranks - 1).injected
 
     for r in range(args.ranks):
         for q in range(args.queues):

@@ -34,6 +34,7 @@ drain) are phases of the rank process with the measured or reasoned costs of
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass, field
 
@@ -44,6 +45,19 @@ from simnode.moe.deepep_plan import DeepEPPlan
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest, nonzero
+
+
+#: how a rank's sends become flows: "rank_peer" = one train per (rank, peer), all at once
+#: (fast; each AIV's share moves in parallel); "jetty_fifo" = one message per (AIV, peer)
+#: in dispatch and per task in combine, each Jetty's in order (exact, ~100x the flows)
+SEND_ORDERS = ("rank_peer", "jetty_fifo")
+
+
+def rotation(rank: int, aiv: int, num_ranks: int) -> list:
+    """Peers in the order AIV ``aiv`` of ``rank`` visits them: from rank + aiv + 1 on,
+    skipping the rank itself (facts 4.3 step 2)."""
+    out = [(rank + aiv + i) % num_ranks for i in range(1, num_ranks + 1)]
+    return [d for d in out if d != rank][:num_ranks - 1]
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,10 @@ class DeepEPSim:
     """Dispatch or combine on every rank; see the module docstring."""
 
     def __init__(self, topology, plan: DeepEPPlan, costs: DeepEPCosts, *,
-                 batch_window_ns: float = 0.0, tracer=None):
+                 batch_window_ns: float = 0.0, tracer=None, send_order: str = "rank_peer"):
+        if send_order not in SEND_ORDERS:
+            raise ValueError(f"send_order {send_order!r}; expected one of {SEND_ORDERS}")
+        self.send_order = send_order
         self.topo = topology
         self.spec = topology.supernode
         self.chip = topology.chip
@@ -209,13 +226,22 @@ class DeepEPSim:
         # doorbells, then URMA moves every (token, peer) record (facts 4.2 step 7)
         s = env.now
         yield env.timeout(self.spec.doorbell_ns)
-        sends = []
         peers = [d for d in range(R) if d != r and plan.pair_tokens[r, d] > 0]
-        for d in peers:
-            payload = int(plan.pair_tokens[r, d]) * sz.dispatch_wire_bytes
-            wqes = int(plan.pair_sqes[r, d])
-            sends.append(self.ends.send(r, d, payload, wqes * sz.sqe_bytes, wqes, peers=len(peers)))
-        yield env.all_of(sends)
+        if self.send_order == "jetty_fifo":
+            # each AIV's Jetty sends its peers' SQEs in order, peers from r + AIV + 1 on as
+            # combine visits them (facts 4.3; dispatch's SQ order is not described)
+            yield env.all_of([env.process(self._jetty(r, a, [
+                (d, int(plan.aiv_tokens[r, a, d]) * sz.dispatch_wire_bytes,
+                 int(plan.aiv_sqes[r, a, d]) * sz.sqe_bytes, int(plan.aiv_sqes[r, a, d]))
+                for d in rotation(r, a, R) if plan.aiv_tokens[r, a, d] > 0], len(peers)))
+                for a in range(A)])
+        else:
+            sends = []
+            for d in peers:
+                payload = int(plan.pair_tokens[r, d]) * sz.dispatch_wire_bytes
+                wqes = int(plan.pair_sqes[r, d])
+                sends.append(self.ends.send(r, d, payload, wqes * sz.sqe_bytes, wqes, peers=len(peers)))
+            yield env.all_of(sends)
         t.mark("URMA transfer + drain", s, env.now)
         yield from self._kernel_end("dispatch", r, t)
 
@@ -251,13 +277,40 @@ class DeepEPSim:
         s = env.now
         returns = {r: int(plan.combine_tokens[d, :, r].sum()) for r in range(R) if r != d}
         peers = [r for r, n in returns.items() if n > 0]  # self rows: reduced into the recv buffer
-        for r in peers:
-            n = returns[r]
-            work.append(self.ends.send(d, r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes, n,
-                                       peers=len(peers)))
+        if self.send_order == "jetty_fifo":
+            # each AIV's Jetty: one task of <= 8 tokens per peer in turn, peers round-robin
+            # from d + AIV + 1, then the next round of tasks (facts 4.3 steps 2-3)
+            task = p.combine_task_tokens
+            for a in range(plan.params.num_aiv):
+                order = [r for r in rotation(d, a, R) if plan.combine_tokens[d, a, r] > 0]
+                msgs = []
+                for k in range(int(plan.combine_tasks[d, a].max(initial=0))):
+                    for r in order:
+                        n = min(task, int(plan.combine_tokens[d, a, r]) - k * task)
+                        if n > 0:
+                            msgs.append((r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes, n))
+                work.append(env.process(self._jetty(d, a, msgs, len(peers))))
+        else:
+            for r in peers:
+                n = returns[r]
+                work.append(self.ends.send(d, r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes,
+                                           n, peers=len(peers)))
         yield env.all_of(work)
         t.mark("reduce + URMA transfer + drain", s, env.now)
         yield from self._kernel_end("combine", d, t)
+
+    def _jetty(self, src: int, aiv: int, messages: list, peers: int):
+        """One AIV's Jetty posting ``messages`` [(dst, payload, descriptor bytes, wqes)] in
+        order: the next leaves when the previous has (an SQ is processed in order, facts
+        1.5); done when all have landed."""
+        pending = collections.deque()
+        for dst, payload, desc, wqes in messages:
+            tr = self.ends.send(src, dst, payload, desc, wqes, flow_key=aiv, peers=peers)
+            pending.append(tr)
+            yield tr.injected
+            while pending and pending[0].processed:    # keep only the ones still in flight
+                pending.popleft()
+        yield self.env.all_of(list(pending))
 
     def _reduction(self, d: int, r: int) -> tuple[tuple, tuple]:
         """Resources and total work of owner d's reduction of the rows it returns to r: MTE2

@@ -23,7 +23,7 @@ import numpy as np
 
 from simnode import units
 from simnode.errors import ConfigError
-from simnode.moe.deepep import DeepEPCosts, DeepEPSim
+from simnode.moe.deepep import SEND_ORDERS, DeepEPCosts, DeepEPSim
 from simnode.moe.deepep_plan import DeepEPParams, build_plan
 from simnode.moe.routing import load_routing_file, route_supernode
 from simnode.report.result import Result
@@ -46,6 +46,8 @@ FIELDS = (
     Field("routing_file", "str", "", "routing trace (.npy or .npz) when routing = file"),
     Field("seed", "int", 0, "routing seed", min_value=0),
     Field("batch_window_ns", "number", 2000.0, "flow solver batching window (0 = exact)", min_value=0),
+    Field("send_order", "str", "rank_peer", "sends as one train per (rank, peer), or as each "
+          "Jetty's messages in order", SEND_ORDERS),
     Field("kernel_launch_ns", "number", doc="kernel launch + InitSocState", min_value=0),
     Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0),
     Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0),
@@ -106,7 +108,7 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
     try:
         for kind in phases:
             sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
-                            tracer=tracer)
+                            tracer=tracer, send_order=params["send_order"])
             runs[kind] = sim.run(kind)
             util[kind] = link_util(sim.net)
     finally:

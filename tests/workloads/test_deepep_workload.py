@@ -243,3 +243,14 @@ def test_a_valid_routing_file_runs(deepep, tmp_path):
 def test_deepep_on_the_single_chip_topology(deepep, user_error):
     user_error(deepep(topology="ascend950dt.yaml"),
                       "ascend950dt.yaml", "supernode", "workload kind 'deepep'")
+
+
+def test_unknown_send_order(deepep, user_error):
+    user_error(deepep("--set", "send_order=lifo"), "deepep-normal.yaml", "send_order", "lifo",
+               "jetty_fifo")
+
+
+def test_in_order_jetties_through_the_cli(deepep):
+    d = ok_json(deepep("--set", "num_ranks=4", "--set", "send_order=jetty_fifo",
+                       "--set", "batch_window_ns=100"))
+    assert d["dispatch_ns"] >= d["bound_dispatch_ns"] and d["combine_ns"] >= d["bound_combine_ns"]
