@@ -120,10 +120,15 @@ class DeepEPSim:
     """Dispatch or combine on every rank; see the module docstring."""
 
     def __init__(self, topology, plan: DeepEPPlan, costs: DeepEPCosts, *,
-                 batch_window_ns: float = 0.0, tracer=None, send_order: str = "rank_peer"):
+                 batch_window_ns: float = 0.0, tracer=None, send_order: str = "rank_peer",
+                 jetty_jitter_ns: float = 0.0, seed: int = 0):
         if send_order not in SEND_ORDERS:
             raise ValueError(f"send_order {send_order!r}; expected one of {SEND_ORDERS}")
         self.send_order = send_order
+        # jetty_fifo only: each Jetty starts its first message after a random delay in
+        # [0, jetty_jitter_ns) (seeded), so studies can ask whether the Jetties' alignment matters
+        self.jetty_jitter_ns = jetty_jitter_ns
+        self.seed = seed
         self.topo = topology
         self.spec = topology.supernode
         self.chip = topology.chip
@@ -153,6 +158,8 @@ class DeepEPSim:
         self.r_aiv = self.net.add_resources([f"rank{r}.aiv_scalar" for r in range(R)],
                                             [float(A)] * R)
         self.arrivals: dict = {}
+        self.jitter = np.random.default_rng([self.seed, 0x4A455454]).uniform(
+            0.0, self.jetty_jitter_ns, (R, A)) if self.jetty_jitter_ns > 0 else None
         # one-way latency of the farthest peer: what a barrier's last store still travels
         self.max_latency_ns = max(self.net.route(0, d)[1] for d in range(R)) if R > 1 else 0.0
 
@@ -304,6 +311,8 @@ class DeepEPSim:
         order: the next leaves when the previous has (an SQ is processed in order, facts
         1.5); done when all have landed."""
         pending = collections.deque()
+        if self.jetty_jitter_ns > 0:
+            yield self.env.timeout(float(self.jitter[src, aiv]))
         for dst, payload, desc, wqes in messages:
             tr = self.ends.send(src, dst, payload, desc, wqes, flow_key=aiv, peers=peers)
             pending.append(tr)

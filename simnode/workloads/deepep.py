@@ -48,6 +48,8 @@ FIELDS = (
     Field("batch_window_ns", "number", 2000.0, "flow solver batching window (0 = exact)", min_value=0),
     Field("send_order", "str", "rank_peer", "sends as one train per (rank, peer), or as each "
           "Jetty's messages in order", SEND_ORDERS),
+    Field("jetty_jitter_ns", "number", 0.0, "jetty_fifo: each Jetty starts after a seeded random "
+          "delay below this", min_value=0),
     Field("kernel_launch_ns", "number", doc="kernel launch + InitSocState", min_value=0),
     Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0),
     Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0),
@@ -73,6 +75,10 @@ def _topology_for(topology, params, source: str = "workload"):
         raise ConfigError(*where, ranks,
                           f"a divisor of num_experts ({params['num_experts']}): experts are "
                           f"placed on ranks in equal contiguous blocks")
+    if params["jetty_jitter_ns"] > 0 and params["send_order"] != "jetty_fifo":
+        raise ConfigError(source, "jetty_jitter_ns", params["jetty_jitter_ns"],
+                          "0 unless send_order is jetty_fifo: only in-order Jetties have start "
+                          "times of their own")
     return topology
 
 
@@ -108,7 +114,8 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
     try:
         for kind in phases:
             sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
-                            tracer=tracer, send_order=params["send_order"])
+                            tracer=tracer, send_order=params["send_order"],
+                            jetty_jitter_ns=params["jetty_jitter_ns"], seed=params["seed"])
             runs[kind] = sim.run(kind)
             util[kind] = link_util(sim.net)
     finally:

@@ -254,3 +254,18 @@ def test_in_order_jetties_through_the_cli(deepep):
     d = ok_json(deepep("--set", "num_ranks=4", "--set", "send_order=jetty_fifo",
                        "--set", "batch_window_ns=100"))
     assert d["dispatch_ns"] >= d["bound_dispatch_ns"] and d["combine_ns"] >= d["bound_combine_ns"]
+
+
+def test_jetty_jitter_needs_in_order_jetties(deepep, user_error):
+    user_error(deepep("--set", "jetty_jitter_ns=500"), "deepep-normal.yaml", "jetty_jitter_ns",
+               "500", "send_order is jetty_fifo")
+
+
+def test_jetty_jitter_is_seeded(deepep):
+    """Same seed, same bytes; and the delays are there (the Jetties no longer start together)."""
+    sets = ("--set", "num_ranks=4", "--set", "send_order=jetty_fifo", "--set", "batch_window_ns=100",
+            "--set", "phase=dispatch", "--set", "seed=1")
+    a, b = (deepep(*sets, "--set", "jetty_jitter_ns=3000") for _ in range(2))
+    assert a.code == 0 and a.out == b.out
+    still = ok_json(deepep(*sets))
+    assert json.loads(a.out)["dispatch_ns"] > still["dispatch_ns"]
