@@ -1,4 +1,4 @@
-"""Command line: ``simnode run``, ``simnode sweep``, ``simnode schedule``.
+"""Simulate an Ascend 950-class supernode: run, sweep, validate, schedule, report, regress.
 
 ``simnode run TOPOLOGY WORKLOAD [--set KEY=VALUE ...] [--json] [--trace FILE]``
 runs one workload and prints its result as a table (or one JSON object).
@@ -9,6 +9,7 @@ processes and prints a table (``--json``: a list of result objects).
 if any case leaves its tolerance).
 ``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
 chip workload would run, without running them.
+``simnode report DIR`` and ``simnode regress`` live in ``simnode/commands/``.
 
 User mistakes (bad files, keys, values, impossible schedules) print one paragraph
 naming what is wrong and exit 2, without a traceback.
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run only cases whose id matches this glob (deepep-*); repeatable")
     sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")
     _add_common(sched)
-    sched.add_argument("--core", type=int, default=0, help="which core to list")
+    sched.add_argument("--core", type=int, default=0, help="which core to list (default: 0)")
     sched.add_argument("--max-per-pipe", type=int, default=20, help="records shown per pipe")
     run.set_defaults(func=cmd_run)
     sweep.set_defaults(func=cmd_sweep)
@@ -195,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     except SimnodeError as exc:
         print(f"simnode: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`simnode schedule ... | head`): not an error of ours; point
+        # stdout at devnull so the interpreter's final flush does not raise again
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -221,3 +221,20 @@ def test_bottleneck_row_gives_its_busy_share_and_flags_an_unsaturated_run(cli, t
                   "--set", "n_q=128", "--set", "vector_cores_per_cube=1"))
     assert d["bottleneck_util_frac"] == pytest.approx(share / 100, abs=6e-4)
     assert d["bottleneck_util_frac"] == pytest.approx(max(d["pipe_busy_frac"].values()), abs=1e-6)
+
+
+def test_schedule_into_a_closed_pipe_is_quiet(topology_path, gemm_workload_path):
+    """`simnode schedule ... | head -1`: the reader leaves early; no traceback, exit 0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simnode.cli", "schedule", str(topology_path),
+         str(gemm_workload_path), "--max-per-pipe", "100000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()                 # what `head -1` does after its line
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
