@@ -9,6 +9,7 @@ a "did you mean"; types and ranges are checked by the loaders as for the files.
 from __future__ import annotations
 
 import copy
+import re
 
 import yaml
 
@@ -16,19 +17,47 @@ from simnode.config.fields import did_you_mean
 from simnode.errors import ConfigError
 
 
+#: a number in exponent form that YAML 1.1 reads as a string (``1e9``, ``1e-05``)
+_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def parse_value(raw: str):
+    """A ``--set`` value as YAML reads it, except that ``1e9`` is a number (YAML 1.1, and
+    so PyYAML, reads exponents without a dot as strings, which no user means)."""
+    if not raw.strip():
+        return raw
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+    if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return value
+
+
+def assignment_text(key: str, value) -> str:
+    """``KEY=VALUE`` text that ``parse_assignment`` reads back as ``value``, whatever its
+    type (``None``, ``1e-05``, lists): how sweeps, validation cases and regression
+    scenarios hand typed values on as ``--set`` overrides."""
+    if isinstance(value, str) and parse_value(value) == value:
+        return f"{key}={value}"
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip()
+    if text.endswith("\n..."):
+        text = text[:-4].strip()
+    elif text.endswith("..."):
+        text = text[:-3].strip()
+    return f"{key}={text}"
+
+
 def parse_assignment(text: str, source: str = "--set") -> tuple[str, object]:
-    """Split ``KEY=VALUE`` and parse VALUE as a YAML scalar."""
+    """Split ``KEY=VALUE`` and parse VALUE as a YAML scalar (``parse_value``)."""
     if "=" not in text:
         raise ConfigError(source, text, text, "KEY=VALUE (for example m=128)")
     key, _, raw = text.partition("=")
     key = key.strip()
     if not key:
         raise ConfigError(source, text, text, "a non-empty KEY before '='")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else raw
-    except yaml.YAMLError:
-        value = raw
-    return key, value
+    return key, parse_value(raw)
 
 
 def apply_overrides(data: dict, assignments: dict[str, object], source: str,
