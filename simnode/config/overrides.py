@@ -26,12 +26,12 @@ def parse_value(raw: str):
     so PyYAML, reads exponents without a dot as strings, which no user means)."""
     if not raw.strip():
         return raw
+    if _EXPONENT_NUMBER.fullmatch(raw.strip()):
+        return float(raw)
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError:
         return raw
-    if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()):
-        return float(value)
     return value
 
 
@@ -39,8 +39,10 @@ def assignment_text(key: str, value) -> str:
     """``KEY=VALUE`` text that ``parse_assignment`` reads back as ``value``, whatever its
     type (``None``, ``1e-05``, lists): how sweeps, validation cases and regression
     scenarios hand typed values on as ``--set`` overrides."""
-    if isinstance(value, str) and parse_value(value) == value:
-        return f"{key}={value}"
+    if isinstance(value, str):
+        if parse_value(value) == value:
+            return f"{key}={value}"
+        return f"{key}='" + value.replace("'", "''") + "'"
     text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip()
     if text.endswith("\n..."):
         text = text[:-4].strip()
