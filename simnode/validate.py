@@ -1,10 +1,19 @@
 """``simnode validate``: run every published case of a validation file and compare.
 
 ``load_cases(path)`` reads the versioned case list (validation/published.yaml);
-``run_cases(cases, root, sets)`` runs each distinct (topology, workload, overrides)
-once, in parallel processes, and returns ``CaseResult`` rows; ``format_cases``
-prints the table with the mean and max absolute error. The command exits 1 if any
-case leaves its tolerance.
+``run_cases(cases, root, sets)`` checks every case's inputs, then runs each distinct
+(topology, workload, overrides) once, in parallel processes, and returns ``CaseResult``
+rows; ``format_cases`` prints the table with the mean and max absolute error. The
+command exits 1 if any case leaves its tolerance.
+
+A case's ``topology`` and ``workload`` paths, when relative, are read from the
+repository root of this checkout (the folder holding topologies/ and workloads/), as the
+shipped file writes them: whatever the current directory, and wherever the cases file
+lies (a copy in /tmp runs the same). Absolute paths are used as written.
+
+Errors about a case name the cases file and the case id (``FILE, case 'ID': cases[i].key
+= value: expected ...``); its ``set:`` values reach the run as typed (``0.00001`` stays a
+number, ``null`` stays null), written back as ``--set`` text by ``assignment_text``.
 """
 
 from __future__ import annotations
@@ -12,22 +21,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from simnode.config.fields import Reader, load_yaml
+from simnode.config.fields import Reader, did_you_mean, load_yaml
+from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
 from simnode.parallel import run_all
 from simnode.report.columns import align
+
+#: the checkout's root: relative topology and workload paths of a cases file start here
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CASES = REPO_ROOT / "validation" / "published.yaml"
+#: the cases file versions this reader understands
+VERSIONS = (1,)
 
 
 @dataclass(frozen=True)
 class Case:
     id: str
     source: str
-    topology: str
+    topology: str        #: as written in the cases file
     workload: str
-    sets: tuple          #: ("key=value", ...)
+    sets: tuple          #: ("key=value", ...) as ``assignment_text`` writes them
     metric: str
     published: float
     tolerance: float     #: fraction of the published value
+    file: str = ""       #: the cases file it came from
+    index: int = -1      #: its position in the file's ``cases:`` list
+
+    @property
+    def where(self) -> str:
+        """How errors name the case: ``FILE, case 'ID'``."""
+        return f"{self.file}, case '{self.id}'" if self.file else f"case '{self.id}'"
+
+    def key_path(self, key: str) -> str:
+        return f"cases[{self.index}].{key}" if self.index >= 0 else key
 
 
 @dataclass(frozen=True)
@@ -44,38 +70,143 @@ class CaseResult:
         return abs(self.error_frac) <= self.case.tolerance
 
 
+def cases_path(option: str | None) -> Path:
+    """The cases file of ``--cases`` (None: the shipped validation/published.yaml); an
+    empty path is an error, never the shipped file."""
+    if option is None:
+        return DEFAULT_CASES
+    if not str(option).strip():
+        raise ConfigError("--cases", "cases", option, "a cases file path (it is empty)")
+    return Path(option)
+
+
+def check_set_keys(sets, r: Reader, key: str = "set") -> dict:
+    """A ``set:`` mapping of field name -> value (names are strings without '=')."""
+    if not isinstance(sets, dict):
+        raise r.error(key, sets, "a mapping of field: value")
+    for name in sets:
+        if not isinstance(name, str) or not name.strip() or "=" in name:
+            raise r.error(f"{key}.{name}", sets[name], "a field name (a non-empty string without '=')")
+    return sets
+
+
+def read_yaml(path) -> dict:
+    """``load_yaml``, and a file that is not UTF-8 is a ConfigError naming it too (also
+    where ``load_yaml`` lets the UnicodeDecodeError through)."""
+    try:
+        return load_yaml(path)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), "", f"<byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}>",
+                          "a UTF-8 text file of YAML") from None
+
+
 def load_cases(path) -> list[Case]:
-    data = load_yaml(path)
+    data = read_yaml(path)
     r = Reader(data, str(path))
-    r.integer("version", min_value=1)
+    version = r.raw("version")
+    if isinstance(version, bool) or version not in VERSIONS:
+        raise r.error("version", version, "a cases file version this simnode reads: "
+                      + ", ".join(map(str, VERSIONS)))
     raw = r.raw("cases")
     if not isinstance(raw, list) or not raw:
         raise ConfigError(str(path), "cases", raw, "a non-empty list of cases")
-    cases = []
+    cases, seen = [], {}
     for i, item in enumerate(raw):
         c = Reader(item, str(path), f"cases[{i}]")
-        sets = c.raw("set", {})
-        if not isinstance(sets, dict):
-            raise c.error("set", sets, "a mapping of field: value")
-        cases.append(Case(c.string("id"), c.string("source"), c.string("topology"),
-                          c.string("workload"), tuple(f"{k}={v}" for k, v in sets.items()),
-                          c.string("metric"), c.number("published", positive=True),
-                          c.number("tolerance", positive=True)))
+        cid = c.string("id")
+        if not cid.strip():
+            raise c.error("id", cid, "a non-empty case id")
+        c.source = f"{path}, case '{cid}'"          # every later error names the case
+        if cid in seen:
+            raise c.error("id", cid, f"an id used once (cases[{seen[cid]}] has it too)")
+        seen[cid] = i
+        sets = check_set_keys(c.raw("set", {}), c)
+        metric = c.string("metric")
+        if not metric.strip():
+            raise c.error("metric", metric, "the name of a numeric field of the run's JSON result")
+        cases.append(Case(cid, c.string("source"), c.string("topology"), c.string("workload"),
+                          tuple(assignment_text(k, v) for k, v in sets.items()), metric,
+                          c.number("published", positive=True), c.number("tolerance", positive=True),
+                          str(path), i))
         c.finish()
     r.finish()
     return cases
 
 
-def run_cases(cases: list[Case], root: Path, sets=(), jobs: int = 0) -> list[CaseResult]:
-    def task(c: Case):
-        return (str(root / c.topology), str(root / c.workload), c.sets + tuple(sets))
-    outs = run_all([task(c) for c in cases], jobs)
-    rows = []
+def resolve(path: str) -> Path:
+    """A topology or workload path of a cases file: relative ones from the repository root."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else REPO_ROOT / p
+
+
+def _set_key(key_path: str, keys) -> str | None:
+    """The override among ``keys`` an error at ``key_path`` is about (topology errors name
+    their key without the ``topology.`` prefix; a bad prefix names only its first parts)."""
+    if not key_path:
+        return None
+    for cand in (key_path, "topology." + key_path):
+        for k in keys:
+            if cand == k or cand.startswith(k + ".") or k.startswith(cand + "."):
+                return k
+    return None
+
+
+def in_entry(exc: ConfigError, where: str, set_path: str, own_sets, cli_sets=()) -> ConfigError:
+    """An input error of one case or scenario, told as an error of its file: about one of
+    its own ``set:`` entries at ``set_path.KEY``, else with the file and entry in front."""
+    own = [s.partition("=")[0] for s in own_sets]
+    cli = [s.partition("=")[0].strip() for s in cli_sets]
+    key = _set_key(exc.key_path, own)
+    if key is not None and _set_key(exc.key_path, cli) is None:
+        return ConfigError(where, f"{set_path}.{key}", exc.value, exc.expected, exc.hint)
+    return ConfigError(f"{where}: {exc.source}", exc.key_path, exc.value, exc.expected, exc.hint)
+
+
+def _paths(c: Case) -> tuple[str, str]:
+    """The case's resolved topology and workload files; a missing one names the case."""
+    out = []
+    for key, written in (("topology", c.topology), ("workload", c.workload)):
+        p = resolve(written)
+        if not p.is_file():
+            raise ConfigError(c.where, c.key_path(key), written,
+                              f"an existing file ({p} is not one; relative paths are read from "
+                              f"the repository root {REPO_ROOT})")
+        out.append(str(p))
+    return out[0], out[1]
+
+
+def _numeric(result: dict) -> list[str]:
+    return [k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def run_cases(cases: list[Case], root: Path | None = None, sets=(), jobs: int = 0) -> list[CaseResult]:
+    """Check every case's inputs (files, ``set:`` entries, ``sets`` for all), then run them.
+
+    ``root`` is not used any more: relative paths are read from the repository root
+    (``resolve``), whatever the caller passes."""
+    from simnode.workloads.loader import load_inputs
+    for s in sets:
+        parse_assignment(s)                         # a malformed --set is the CLI's, not a case's
+    tasks = []
     for c in cases:
-        out = outs[task(c)]
-        if c.metric not in out:
-            raise ConfigError(c.id, "metric", c.metric, "a key of the run's JSON result: "
-                              + ", ".join(k for k, v in out.items() if isinstance(v, (int, float))))
+        topology, workload = _paths(c)
+        task = (topology, workload, tuple(c.sets) + tuple(sets))
+        try:
+            load_inputs(*task)
+        except ConfigError as exc:
+            raise in_entry(exc, c.where, c.key_path("set"), c.sets, sets) from None
+        tasks.append(task)
+    outs = run_all(tasks, jobs)
+    rows = []
+    for c, task in zip(cases, tasks):
+        out = outs[task]
+        numeric = _numeric(out)
+        if c.metric not in numeric:
+            kind = (f"a numeric field of the run's JSON result ('{c.metric}' is "
+                    f"{type(out[c.metric]).__name__}, not a number)" if c.metric in out
+                    else "a numeric field of the run's JSON result")
+            raise ConfigError(c.where, c.key_path("metric"), c.metric, f"{kind}: " + ", ".join(numeric),
+                              did_you_mean(c.metric, numeric))
         rows.append(CaseResult(c, float(out[c.metric])))
     return rows
 
