@@ -10,8 +10,14 @@ figures of a run's JSON result are kept with their relative tolerance; and one
 - ``select(scenarios, patterns)``: the scenarios whose id matches a glob pattern
 - ``resolve_figures(sfile, scenario, kind)``: figure -> tolerance for one scenario
 - ``load_baseline(folder, scenario, figures)``: the recorded figures, checked current
+  (``StaleFigures`` when only the figure list or tolerances changed)
+- ``check_figures(sfile, scenario, kind, figures, result)``: every figure is in the result
 - ``compare(scenario, figures, baseline, result)`` -> ``FigureRow`` list;
-  ``format_rows(rows)``: the diff table; ``write_baseline(...)``: record a scenario.
+  ``format_rows(rows)``: the diff table; ``baseline_record(...)`` checks and builds one
+  baseline, ``write_baselines(folder, records)`` writes them all (after every check).
+
+Errors about a scenario name the scenario file and the scenario id; its ``set:`` values
+reach the run as typed (``assignment_text``: ``0.00001`` stays a number).
 
 Numbers drift when ``|now - baseline| / |baseline|`` exceeds the figure's tolerance
 (a fraction; 0 = exact); strings (bottleneck, link names) must match exactly.
@@ -26,7 +32,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from simnode.config.fields import Reader, load_yaml
+from simnode.config.fields import Reader, did_you_mean
+from simnode.config.overrides import assignment_text
 from simnode.errors import ConfigError
 from simnode.report.columns import align
 
@@ -43,13 +50,18 @@ class Scenario:
     workload: str
     overrides: dict         #: field -> value, as ``--set field=value``
     tolerance: dict         #: figure -> relative tolerance, overriding the kind's list
+    index: int = -1         #: position in the file's ``scenarios:`` list
+
+    def key_path(self, key: str) -> str:
+        return f"scenarios[{self.index}].{key}" if self.index >= 0 else key
 
     def inputs(self) -> dict:
         """The inputs recorded in the baseline file (paths as written, not resolved)."""
         return {"topology": self.topology, "workload": self.workload, "set": dict(self.overrides)}
 
     def sets(self) -> tuple[str, ...]:
-        return tuple(f"{k}={v}" for k, v in self.overrides.items())
+        """The overrides as ``--set`` text that reads back as the same typed values."""
+        return tuple(assignment_text(k, v) for k, v in self.overrides.items())
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,14 @@ class ScenarioFile:
     root: Path              #: folder the topology and workload paths are relative to
     figures: dict           #: kind -> {figure: relative tolerance}
     scenarios: list
+
+    def where(self, scenario: Scenario) -> str:
+        """How errors name a scenario: ``FILE, scenario 'ID'``."""
+        return f"{self.path}, scenario '{scenario.id}'"
+
+
+class StaleFigures(ConfigError):
+    """A baseline recorded for other figures or tolerances than the scenario now lists."""
 
 
 def _tolerance(r: Reader, key: str) -> float:
@@ -76,14 +96,19 @@ def _tolerance_map(r: Reader, key: str, default=None) -> dict:
 
 def load_scenarios(path) -> ScenarioFile:
     """Read and check a scenario file; errors name the file and key path."""
+    from simnode.validate import check_set_keys, read_yaml
+    from simnode.workloads.registry import all_kinds
     path = Path(path)
-    r = Reader(load_yaml(path), str(path))
+    r = Reader(read_yaml(path), str(path))
     r.integer("version", min_value=1, max_value=1)
     root = (path.parent / r.string("root", default=".")).resolve()
     fig = r.section("figures")
-    figures = {}
+    figures, kinds = {}, sorted(all_kinds())
     for kind in fig.mapping_keys():
-        figures[str(kind)] = _tolerance_map(fig, kind)
+        if kind not in kinds:
+            raise fig.error(str(kind), kind, "the name of a workload kind: one of " + ", ".join(kinds),
+                            did_you_mean(str(kind), kinds))
+        figures[kind] = _tolerance_map(fig, kind)
         if not figures[kind]:
             raise fig.error(kind, {}, "a non-empty mapping of figure: tolerance")
     fig.finish()
@@ -96,17 +121,27 @@ def load_scenarios(path) -> ScenarioFile:
         sid = s.string("id")
         if not _ID.match(sid):
             raise s.error("id", sid, "letters, digits, '.', '_' or '-' (it names the baseline file)")
+        s.source = f"{path}, scenario '{sid}'"        # every later error names the scenario
         if sid in seen:
             raise s.error("id", sid, "an id used once")
         seen.add(sid)
-        sets = s.raw("set", {})
-        if not isinstance(sets, dict):
-            raise s.error("set", sets, "a mapping of field: value")
+        sets = check_set_keys(s.raw("set", {}), s)
+        if not _json_exact(sets):                        # the baseline records them as JSON
+            raise s.error("set", sets, "values a JSON baseline records as they are (numbers, "
+                          "strings, true/false, null, lists)")
         scenarios.append(Scenario(sid, s.string("checks"), s.string("topology"), s.string("workload"),
-                                  dict(sets), _tolerance_map(s, "tolerance", {})))
+                                  dict(sets), _tolerance_map(s, "tolerance", {}), i))
         s.finish()
     r.finish()
     return ScenarioFile(path, root, figures, scenarios)
+
+
+def _json_exact(value) -> bool:
+    """Whether JSON writes ``value`` so that it reads back equal (no dates, NaN, int keys)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False)) == value
+    except (TypeError, ValueError):
+        return False
 
 
 def select(scenarios: list, patterns: list[str]) -> list:
@@ -133,17 +168,37 @@ def baseline_path(folder: Path, scenario: Scenario) -> Path:
     return Path(folder) / f"{scenario.id}.json"
 
 
+def _read_json(path: Path, what: str, hint: str = ""):
+    """A JSON file's data; an unreadable, non-UTF-8 or unparsable file is a ConfigError."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), "", f"<byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}>",
+                          f"{what} (a UTF-8 JSON file)", hint) from None
+    except OSError as exc:
+        raise ConfigError(str(path), "", "<unreadable>", f"{what} (a readable file: {exc.strerror})",
+                          hint) from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(str(path), "", "<unparsable>", f"{what} (valid JSON: {exc})", hint) from None
+
+
 def load_baseline(folder: Path, scenario: Scenario, figures: dict) -> dict:
     """The recorded figure values of a scenario, after checking that the baseline was
-    recorded for the scenario as it is now defined (inputs, figures, tolerances)."""
+    recorded for the scenario as it is now defined (inputs, figures, tolerances).
+    ``StaleFigures`` when only its figures or tolerances differ (the caller checks the
+    scenario's figures against a run before advising ``--update``)."""
     path = baseline_path(folder, scenario)
     update = f"Record it with `simnode regress --update --only {scenario.id}`."
+    what = f"the baseline of scenario '{scenario.id}'"
+    if path.is_dir():
+        raise ConfigError(str(path), "", "<a folder>", f"{what} (a JSON file, not a folder)",
+                          "Remove the folder, then record the baseline with "
+                          f"`simnode regress --update --only {scenario.id}`.")
     if not path.is_file():
         raise ConfigError(str(path), "", "<missing>", f"a baseline file for scenario '{scenario.id}'", update)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(path), "", "<unparsable>", f"valid JSON ({exc})", update) from None
+    data = _read_json(path, what, update)
     r = Reader(data, str(path))
     r.string("scenario", choices=[scenario.id])
     r.string("checks", default="")          # documentation only: may be reworded freely
@@ -163,9 +218,23 @@ def load_baseline(folder: Path, scenario: Scenario, figures: dict) -> dict:
     fig.finish()
     r.finish()
     if recorded != figures:
-        raise ConfigError(str(path), "figures", recorded, f"the scenario's figures and tolerances {figures}",
-                          stale)
+        raise StaleFigures(str(path), "figures", recorded, f"the scenario's figures and tolerances {figures}",
+                           stale)
     return values
+
+
+def check_figures(sfile: ScenarioFile, scenario: Scenario, kind: str, figures: dict, result: dict) -> None:
+    """Every figure the scenario keeps is a number or string of its run's result; one that
+    is not is an error of the scenario file (where the figure is listed)."""
+    for name in figures:
+        if figure_value(result, name) is _ABSENT:
+            key = (scenario.key_path(f"tolerance.{name}") if name in scenario.tolerance
+                   else f"figures.{kind}.{name}")
+            fields = [k for k in result if figure_value(result, k) is not _ABSENT]
+            raise ConfigError(sfile.where(scenario), key, "<not in the result>",
+                              f"a number or string of the run's JSON result (workload kind '{kind}'; "
+                              "a dotted path reaches nested records): " + ", ".join(fields),
+                              did_you_mean(name, fields))
 
 
 def figure_value(result: dict, name: str):
@@ -255,18 +324,39 @@ def format_rows(rows: list[FigureRow]) -> str:
     return "\n".join(lines)
 
 
-def write_baseline(folder: Path, scenario: Scenario, figures: dict, result: dict) -> Path:
-    """Record a scenario's figures (every one must be a number or a string in the result)."""
-    values = {}
-    for name, tol in figures.items():
-        value = figure_value(result, name)
-        if value is _ABSENT:
-            raise ConfigError(f"scenario '{scenario.id}'", f"figures.{name}", "<not in the result>",
-                              "a number or string of the run's JSON result: "
-                              + ", ".join(k for k, v in result.items() if figure_value(result, k) is not _ABSENT))
-        values[name] = {"value": value, "tolerance": tol}
-    path = baseline_path(folder, scenario)
-    record = {"scenario": scenario.id, "checks": scenario.checks, "inputs": scenario.inputs(),
-              "figures": values}
-    path.write_text(json.dumps(record, indent=2) + "\n")
-    return path
+def baseline_record(sfile: ScenarioFile, scenario: Scenario, kind: str, figures: dict,
+                    result: dict) -> dict:
+    """The baseline file's record of a scenario (every figure must be in the result)."""
+    check_figures(sfile, scenario, kind, figures, result)
+    values = {name: {"value": figure_value(result, name), "tolerance": tol} for name, tol in figures.items()}
+    return {"scenario": scenario.id, "checks": scenario.checks, "inputs": scenario.inputs(),
+            "figures": values}
+
+
+def check_writable(path: Path, scenario: Scenario) -> None:
+    """Before any run: the baseline of ``scenario`` can be written at ``path``."""
+    if path.is_dir():
+        raise ConfigError(str(path), "", "<a folder>",
+                          f"a path the baseline of scenario '{scenario.id}' can be written to "
+                          "(a JSON file, not a folder)", "Remove the folder first.")
+
+
+def write_baselines(folder: Path, records: list[dict]) -> list[Path]:
+    """Write every record as ``<scenario>.json``: each to a temporary file first, then all
+    renamed into place, so a failed write leaves every old baseline as it was."""
+    staged = []
+    try:
+        for record in records:
+            path = Path(folder) / f"{record['scenario']}.json"
+            tmp = path.with_name(path.name + ".tmp")
+            staged.append((tmp, path))
+            tmp.write_text(json.dumps(record, indent=2) + "\n")
+    except OSError as exc:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        failed = exc.filename or staged[-1][0]
+        raise ConfigError(str(failed), "", "<not written>", f"a baseline file simnode can write "
+                          f"({exc.strerror or exc}); no baseline was changed") from None
+    for tmp, path in staged:
+        tmp.replace(path)
+    return [path for _, path in staged]

@@ -130,7 +130,8 @@ def test_a_figure_the_result_lacks_cannot_be_recorded(cli, folder):
     path = folder / "scenarios.yaml"
     path.write_text(path.read_text().replace("bottleneck: exact", "dispatch_GBps: 0.01"))
     res = cli("regress", "--baselines", folder, "--update")
-    assert res.code == 2 and "figures.dispatch_GBps = '<not in the result>'" in res.err
+    assert res.code == 2 and "figures.gemm.dispatch_GBps = '<not in the result>'" in res.err
+    assert "scenarios.yaml, scenario 'small-gemm'" in res.err and "makespan_ns" in res.err
 
 
 def test_update_with_set_is_refused(cli, folder):

@@ -7,9 +7,11 @@ the scenarios in parallel worker processes and prints the diff table (scenario, 
 baseline, now, change %, tolerance, status).
 
 Exit codes: 0 when no figure moved beyond its tolerance, 1 when one did (the summary
-names them), 2 for bad input (a pattern matching no scenario, a missing or stale baseline
-file, a malformed scenario file). ``--update`` shows the same diff, then rewrites the
-selected baselines and exits 0: that is the only way the JSON files are written.
+names them), 2 for bad input (a pattern matching no scenario, a missing, unreadable or stale
+baseline file, a malformed scenario file, a figure the run's result does not have, an
+empty ``--baselines``). ``--update`` runs and checks every selected scenario, shows the same
+diff, then rewrites the selected baselines (all or none) and exits 0: that is the only way
+the JSON files are written.
 """
 
 from __future__ import annotations
@@ -50,36 +52,66 @@ def _recorded_values(path: Path) -> dict | None:
         return None
 
 
+def baselines_folder(option: str | None) -> Path:
+    """The folder of ``--baselines`` (None: this checkout's); an empty path is an error,
+    never the shipped folder (``--update`` would rewrite it)."""
+    if option is None:
+        return DEFAULT_BASELINES
+    if not str(option).strip():
+        raise ConfigError("--baselines", "baselines", option, "a baselines folder path (it is empty)")
+    return Path(option)
+
+
 def cmd_regress(args) -> int:
     from simnode.parallel import run_all
-    from simnode.regress import (SCENARIOS_FILE, baseline_path, compare, format_rows, load_baseline,
-                                 load_scenarios, resolve_figures, select, write_baseline)
+    from simnode.regress import (SCENARIOS_FILE, StaleFigures, baseline_path, baseline_record,
+                                 check_figures, check_writable, compare, format_rows, load_baseline,
+                                 load_scenarios, resolve_figures, select, write_baselines)
+    from simnode.validate import in_entry
     from simnode.workloads.loader import load_inputs
 
     if args.update and args.sets:
         raise ConfigError("--set", "set", args.sets, "no --set together with --update: baselines "
                           "record the scenarios exactly as scenarios.yaml defines them")
-    folder = Path(args.baselines) if args.baselines else DEFAULT_BASELINES
+    folder = baselines_folder(args.baselines)
     sfile = load_scenarios(folder / SCENARIOS_FILE)
-    plans = []                 # (scenario, figures, baseline values, task), all checked before any run
+    plans = []                 # (scenario, kind, figures, baseline values, task), all checked before any run
+    stale = []                 # (plan, StaleFigures): checked against a run before advising --update
     for sc in select(sfile.scenarios, args.only):
         topology, workload = str(sfile.root / sc.topology), str(sfile.root / sc.workload)
         sets = sc.sets() + tuple(args.sets)
-        inputs = load_inputs(topology, workload, list(sets))
-        figures = resolve_figures(sfile, sc, inputs.kind.name)
+        try:
+            inputs = load_inputs(topology, workload, list(sets))
+        except ConfigError as exc:
+            raise in_entry(exc, sfile.where(sc), sc.key_path("set"), sc.sets(), args.sets) from None
+        kind = inputs.kind.name
+        figures = resolve_figures(sfile, sc, kind)
+        baseline = None
         if args.update:
+            check_writable(baseline_path(folder, sc), sc)
             baseline = _recorded_values(baseline_path(folder, sc))
         else:
-            baseline = load_baseline(folder, sc, figures)
-        plans.append((sc, figures, baseline, (topology, workload, sets)))
+            try:
+                baseline = load_baseline(folder, sc, figures)
+            except StaleFigures as exc:
+                stale.append(((sc, kind, figures, None, (topology, workload, sets)), exc))
+        plans.append((sc, kind, figures, baseline, (topology, workload, sets)))
 
-    results = run_all([task for *_, task in plans], args.jobs)
-    rows = [row for sc, figures, baseline, task in plans
+    if stale:
+        # a figure the result lacks is the scenario file's mistake: --update would not help
+        results = run_all([plan[-1] for plan, _ in stale], args.jobs)
+        for (sc, kind, figures, _, task), _ in stale:
+            check_figures(sfile, sc, kind, figures, results[task])
+        raise stale[0][1]
+    results = run_all([plan[-1] for plan in plans], args.jobs)
+    if args.update:            # check every scenario before writing any file
+        records = [baseline_record(sfile, sc, kind, figures, results[task])
+                   for sc, kind, figures, _, task in plans]
+    rows = [row for sc, _, figures, baseline, task in plans
             for row in compare(sc, figures, baseline, results[task])]
     print(format_rows(rows))
     if args.update:
-        for sc, figures, _, task in plans:
-            write_baseline(folder, sc, figures, results[task])
+        write_baselines(folder, records)
         print(f"recorded {len(plans)} baselines in {folder}")
         return 0
     if any(r.drifted for r in rows):
