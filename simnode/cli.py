@@ -96,17 +96,17 @@ def cmd_run(args) -> int:
                               f"a workload kind with a seed field ('{inputs.kind.name}' has none)")
         sets.append(f"seed={args.seed}")
         inputs = load_inputs(args.topology, args.workload, sets)
-    if args.trace:
+    if args.trace is not None:
         _check_output_path(args.trace, "--trace")
-    if args.out:
-        check_out_dir(args.out)
+    if args.out is not None:
+        check_out_dir(args.out, "run")
     opts = RunOptions(args.trace, args.trace_scope)
     result = inputs.run(opts, name=_name(args.workload))
     shown, _ = split_series(result)        # link time series go to --out only
     print(to_json(shown) if args.json else format_table(shown))
-    if args.out:
+    if args.out is not None:
         write_run(args.out, result, args.topology, args.workload, sets)
-    if args.trace:
+    if args.trace is not None:
         _warn_if_heavy(args.trace)
     return 0
 
@@ -131,11 +131,11 @@ def cmd_sweep(args) -> int:
     from simnode.outdir import check_out_dir, split_series, write_sweep
     from simnode.sweep import format_sweep, parse_params, run_sweep
     params = parse_params(args.params)
-    if args.out:
-        check_out_dir(args.out)
+    if args.out is not None:
+        check_out_dir(args.out, "sweep")
     rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
                      name=_name(args.workload), executor=args.executor, address=args.address)
-    if args.out:
+    if args.out is not None:
         write_sweep(args.out, rows, params, args.topology, args.workload, args.sets)
     if args.json:
         print(json.dumps([{"point": p, **split_series(r)[0].to_dict()} for p, r in rows], indent=2))
@@ -177,10 +177,23 @@ def _check_output_path(path: str, option: str) -> None:
     """Reject an output file whose folder does not exist before running, not with a traceback after."""
     from pathlib import Path
     from simnode.errors import ConfigError
-    folder = Path(path).parent
+    if not str(path).strip():
+        raise ConfigError(option, option.lstrip("-"), path, "a file path (it is empty)")
+    p = Path(path)
+    folder = p.parent
     if not folder.is_dir():
         raise ConfigError(option, option.lstrip("-"), path,
                           f"a file in an existing folder ({folder} is not one)")
+    if p.is_dir():
+        raise ConfigError(option, option.lstrip("-"), path, "a file path (this is a folder)")
+    existed = p.exists()
+    try:                                        # can we write it? (a new file is not left behind)
+        with open(p, "ab"):
+            pass
+    except OSError as exc:
+        raise ConfigError(option, option.lstrip("-"), path, f"a file simnode can write ({exc.strerror})") from None
+    if not existed:
+        p.unlink()
 
 
 def _name(path: str) -> str:
@@ -202,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # the machine refused a write the checks before the run could not foresee (a full
+        # disk, /dev/full, a folder removed mid-run): the user's to fix, not a bug of ours
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"simnode: error: could not write the output{where}: {exc.strerror or exc}.",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

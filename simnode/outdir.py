@@ -50,13 +50,17 @@ from pathlib import Path
 from typing import Mapping
 
 from simnode.errors import ConfigError
+from simnode.config.overrides import assignment_text
 
 SERIES_SUFFIX = "_link_util"
 MARKERS = ("result.json", "sweep.json")        #: files that mark a folder as simnode's
 
 
-def check_out_dir(out_dir: str) -> Path:
-    """The output folder, checked (not created) before running: exit 2 if unusable."""
+def check_out_dir(out_dir: str, kind: str | None = None) -> Path:
+    """The output folder, checked (not left created) before running: exit 2 if unusable.
+    ``kind`` ("run" or "sweep") also refuses a folder that holds the other kind's output."""
+    if not str(out_dir).strip():
+        raise ConfigError("--out", "out", out_dir, "a folder path (it is empty)")
     path = Path(out_dir)
     if path.exists() and not path.is_dir():
         raise ConfigError("--out", "out", out_dir, "a folder (this is a file)")
@@ -66,6 +70,17 @@ def check_out_dir(out_dir: str) -> Path:
     if path.is_dir() and any(path.iterdir()) and not any((path / m).exists() for m in MARKERS):
         raise ConfigError("--out", "out", out_dir,
                           "a new or empty folder, or one simnode wrote before (it holds other files)")
+    other = {"run": "sweep.json", "sweep": "result.json"}.get(kind or "")
+    if other and (path / other).exists():
+        raise ConfigError("--out", "out", out_dir,
+                          f"a new folder or one an earlier {kind} wrote (it holds a "
+                          f"{'sweep' if kind == 'run' else 'single run'}'s output)")
+    if not path.exists():
+        try:                                    # can we create it? (not left behind)
+            path.mkdir()
+            path.rmdir()
+        except OSError as exc:
+            raise ConfigError("--out", "out", out_dir, f"a folder simnode can create ({exc.strerror})") from None
     return path
 
 
@@ -95,7 +110,7 @@ def run_config(topology: str, workload: str, sets: list[str]) -> dict:
 
 def write_run(out_dir: str, result, topology: str, workload: str, sets: list[str]) -> Path:
     """Write one run's folder (see the module docstring); returns it."""
-    path = check_out_dir(out_dir)
+    path = check_out_dir(out_dir, "run")
     path.mkdir(exist_ok=True)
     _write_point(path, result, run_config(topology, workload, sets))
     return path
@@ -104,7 +119,7 @@ def write_run(out_dir: str, result, topology: str, workload: str, sets: list[str
 def write_sweep(out_dir: str, rows: list, params: dict, topology: str, workload: str,
                 sets: list[str]) -> Path:
     """Write a sweep's folder from ``run_sweep``'s ``[(point, Result)]``; returns it."""
-    path = check_out_dir(out_dir)
+    path = check_out_dir(out_dir, "sweep")
     path.mkdir(exist_ok=True)
     if (path / "points").is_dir() and (path / "sweep.json").exists():
         shutil.rmtree(path / "points")          # an earlier sweep's points, not this grid's
@@ -113,7 +128,7 @@ def write_sweep(out_dir: str, rows: list, params: dict, topology: str, workload:
     for i, (point, result) in enumerate(rows):
         rel = f"points/{i:0{width}d}"
         (path / rel).mkdir(parents=True, exist_ok=True)
-        point_sets = list(sets) + [f"{k}={v}" for k, v in point.items()]
+        point_sets = list(sets) + [assignment_text(k, v) for k, v in point.items()]
         d = _write_point(path / rel, result, run_config(topology, workload, point_sets))
         index.append({"point": dict(point), "dir": rel})
         dicts.append({"point": dict(point), **d})

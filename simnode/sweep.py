@@ -25,17 +25,20 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from simnode.config.fields import did_you_mean
-from simnode.config.overrides import parse_assignment
+from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError, SimnodeError
 from simnode.progress import Progress
 from simnode.report.columns import align
 from simnode.units import ns_to_us
 
 EXECUTORS = ("local", "dask")
+#: a scheduler address: [protocol://]host:port (host a name, IPv4 or [IPv6])
+_ADDRESS = re.compile(r"([a-z]+://)?([\w.-]+|\[[0-9a-fA-F:]+\]):\d{1,5}")
 DASK_CONNECT_TIMEOUT = "10s"     # a wrong --address fails after this, not after a hang
 
 
@@ -48,6 +51,8 @@ def parse_params(specs: list[str]) -> dict[str, list]:
                   for v in text.split(",") if v.strip() != ""]
         if not values:
             raise ConfigError("--param", key, raw, "a comma-separated list of one or more values")
+        if len(set(map(repr, values))) < len(values):
+            raise ConfigError("--param", key, raw, "distinct values (a point would run twice)")
         if key in out:
             raise ConfigError("--param", key, raw, "each field at most once")
         out[key] = values
@@ -77,6 +82,10 @@ def check_executor(executor: str, address: str | None) -> None:
     if address and executor != "dask":
         raise ConfigError("--address", "address", address,
                           "no address with --executor local (an address is for --executor dask)")
+    if address is not None and not _ADDRESS.fullmatch(address):
+        raise ConfigError("--address", "address", address,
+                          "HOST:PORT of a dask scheduler (for example 10.0.0.5:8786 or "
+                          "tcp://scheduler:8786)")
     if executor == "dask":
         try:
             import distributed  # noqa: F401
@@ -97,7 +106,7 @@ def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[
     if sets:
         load_inputs(topology, workload, list(sets))          # a bad --set is named as such
     for point in points:
-        point_sets = list(sets) + [f"{k}={v}" for k, v in point.items()]
+        point_sets = list(sets) + [assignment_text(k, v) for k, v in point.items()]
         try:
             load_inputs(topology, workload, point_sets)      # validate before running anything
         except ConfigError as exc:
@@ -106,7 +115,7 @@ def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[
             # the --set values passed alone, so the grid point is at fault: name --param
             raise ConfigError("--param", exc.key_path, exc.value, exc.expected, exc.hint) from None
         tasks.append((topology, workload, point_sets, name))
-    jobs = jobs or min(len(tasks), os.cpu_count() or 1)
+    jobs = min(jobs or os.cpu_count() or 1, len(tasks))     # never more workers than points
     with Progress(len(tasks), f"sweep ({executor})", enabled=progress) as bar:
         if executor == "dask":
             results = _run_dask(tasks, jobs, address, bar)
@@ -135,7 +144,7 @@ def _run_dask(tasks: list, jobs: int, address: str | None, bar: Progress) -> lis
             cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
                                    dashboard_address=":0")     # any free port: never collide
             client = Client(cluster)
-    except OSError as exc:
+    except (OSError, ValueError, TimeoutError) as exc:
         raise SimnodeError(f"--address {address}: no dask scheduler answered ({exc})") from None
     try:
         futures = client.map(_run_point, tasks[::-1], pure=False)   # last-first, as local

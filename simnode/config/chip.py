@@ -26,6 +26,11 @@ GM_PATHS = frozenset({"gm_to_l1", "gm_to_ub", "ub_to_gm", "l0c_to_gm"})
 VECTOR_OP_CLASSES = ("simple", "div", "special")
 
 
+#: the most AI cores a chip file may have: 32x the 950DT's 32 (facts 1.1), room for any
+#: what-if, and a bound on the per-core state a run holds (each core is a SimPy process)
+MAX_AI_CORES = 1024
+
+
 @dataclass(frozen=True)
 class PathSpec:
     """One copy path: a copy costs base latency + bytes / bandwidth (facts 3.6)."""
@@ -120,7 +125,7 @@ def chip_from_mapping(data: dict, source: str) -> ChipSpec:
     """Validate a raw chip mapping (the ``chip:`` section of a topology file)."""
     r = Reader(data, source, "chip")
     name = r.string("name")
-    num_ai_cores = r.integer("num_ai_cores", min_value=1)
+    num_ai_cores = r.integer("num_ai_cores", min_value=1, max_value=MAX_AI_CORES)
     aiv_per_core = r.integer("aiv_per_core", min_value=1, max_value=2)
     aic_freq = r.number("aic_freq_GHz", positive=True)
     aiv_freq = r.number("aiv_freq_GHz", positive=True)
@@ -129,6 +134,9 @@ def chip_from_mapping(data: dict, source: str) -> ChipSpec:
     c = r.section("cube")
     m = c.section("macs_per_cycle")
     macs = {dt: m.integer(dt, min_value=1) for dt in DTYPES}
+    for dt, n in macs.items():
+        if n % 256:     # a 16 x 16 output fractal times whole K elements per step (facts 1.2)
+            raise m.error(dt, n, "a multiple of 256 (16 x 16 outputs x K elements per cycle)")
     m.finish()
     cube = CubeSpec(MappingProxyType(macs), c.number("mmad_latency_cycles", min_value=0),
                     c.integer("saturating_m_rows", min_value=1))

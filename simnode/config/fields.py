@@ -8,6 +8,7 @@ The loader functions of every spec are written with it, never ``Spec(**yaml)``.
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -24,7 +25,12 @@ def load_yaml(path: str | Path) -> dict:
     if not p.is_file():
         raise ConfigError(str(p), "", str(p), "an existing YAML file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(p), "", f"<byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}>",
+                          "a UTF-8 text file of YAML") from None
+    except OSError as exc:
+        raise ConfigError(str(p), "", str(p), f"a readable YAML file ({exc.strerror})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown place"
@@ -76,8 +82,10 @@ class Reader:
     def number(self, key: str, *, min_value: float | None = None, positive: bool = False,
                max_value: float | None = None, default=_MISSING) -> float:
         value = self.raw(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise self.error(key, value, "a number")           # value != value: NaN (.nan)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(key, value, "a number")
+        if not math.isfinite(value):                            # .nan, .inf
+            raise self.error(key, value, "a finite number")
         if positive and not value > 0:
             raise self.error(key, value, "a number greater than 0")
         if min_value is not None and value < min_value:
@@ -90,7 +98,7 @@ class Reader:
                 default=_MISSING) -> int:
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
+            if isinstance(value, float) and math.isfinite(value) and value.is_integer():
                 value = int(value)
             else:
                 raise self.error(key, value, "an integer")

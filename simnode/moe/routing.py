@@ -34,6 +34,8 @@ with a ``ConfigError`` naming the file, the array (and row) and the value.
 
 from __future__ import annotations
 
+import zipfile
+
 from pathlib import Path
 from typing import Callable
 
@@ -239,11 +241,17 @@ def load_routing_file(path: str | Path, num_tokens: int, num_experts: int, top_k
         raise ConfigError(src, "", src, "an existing routing file")
     try:
         data = np.load(p, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ConfigError(src, "", "<unreadable>", f"a NumPy {p.suffix} file ({exc})") from None
     if p.suffix == ".npy":
+        if not isinstance(data, np.ndarray):        # an .npz archive under a .npy name
+            data.close()
+            raise ConfigError(src, "", "<an .npz archive>", "one array in .npy format (or name the file .npz)")
         one = _check_array(data, src, "", num_tokens, num_experts, top_k)
         return np.repeat(one[None], num_ranks, axis=0)
+    if isinstance(data, np.ndarray):                # a single .npy array under a .npz name
+        raise ConfigError(src, "", "<one .npy array>",
+                          "an .npz archive of arrays rank0 .. rank{} (or name the file .npy)".format(num_ranks - 1))
     with data:
         names = [f"rank{r}" for r in range(num_ranks)]
         for key in data.files:
@@ -256,5 +264,9 @@ def load_routing_file(path: str | Path, num_tokens: int, num_experts: int, top_k
             if key not in data.files:
                 raise ConfigError(src, key, "<missing>",
                                   f"an array for every rank, rank0 .. rank{num_ranks - 1}")
-            out.append(_check_array(data[key], src, key, num_tokens, num_experts, top_k))
+            try:
+                arr = data[key]
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                raise ConfigError(src, key, "<unreadable>", f"an integer array ({exc})") from None
+            out.append(_check_array(arr, src, key, num_tokens, num_experts, top_k))
     return np.stack(out)

@@ -34,6 +34,9 @@ from simnode.errors import ConfigError
 ROUTING_POLICIES = ("ecmp", "spray")
 SHAPES = ("clos", "full_mesh")
 MAX_RANKS = 8192        # facts 1.5, S10: the Atlas 950 SuperPoD has 8192 NPUs
+#: the largest switch radix or port count accepted: 8x the 512-port switch ASICs of today,
+#: room for any what-if while keeping the shape checks (a loop over ports) instant
+MAX_RADIX = 4096
 
 
 @dataclass(frozen=True)
@@ -203,14 +206,14 @@ def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
     def clos_only(default) -> dict:      # a full mesh has no switches: these keys may be left out
         return {"default": default} if shape == "full_mesh" else {}
 
-    leaf_radix = r.integer("leaf_radix", min_value=2, **clos_only(2))
+    leaf_radix = r.integer("leaf_radix", min_value=2, max_value=MAX_RADIX, **clos_only(2))
     spec = SupernodeSpec(
         num_ranks=r.integer("num_ranks", min_value=2, max_value=MAX_RANKS),
-        ports_per_rank=r.integer("ports_per_rank", min_value=1),
+        ports_per_rank=r.integer("ports_per_rank", min_value=1, max_value=MAX_RADIX),
         port_bandwidth_GBps=r.number("port_bandwidth_GBps", positive=True),
         leaf_radix=leaf_radix,
-        spine_radix=r.integer("spine_radix", min_value=1, default=leaf_radix),
-        num_spines=r.integer("num_spines", min_value=0, **clos_only(0)),
+        spine_radix=r.integer("spine_radix", min_value=1, max_value=MAX_RADIX, default=leaf_radix),
+        num_spines=r.integer("num_spines", min_value=0, max_value=MAX_RADIX, **clos_only(0)),
         oversubscription=r.number("oversubscription", min_value=1.0, **clos_only(1.0)),
         routing=r.string("routing", choices=ROUTING_POLICIES, **clos_only("spray")),
         hop_latency_ns=r.number("hop_latency_ns", min_value=0, **clos_only(0.0)),

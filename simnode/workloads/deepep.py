@@ -64,6 +64,11 @@ FIELDS = (
 _COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
 
 
+#: the most tokens one DeepEP run may route (all ranks): 8x the published EP128 case
+#: (16384 x 128), ~1.3 GB of routing and plan arrays
+MAX_TOKENS = 2 ** 24
+
+
 def _topology_for(topology, params, source: str = "workload"):
     """The topology at the workload's num_ranks; ``source`` names the workload in errors."""
     n = params["num_ranks"]
@@ -75,11 +80,36 @@ def _topology_for(topology, params, source: str = "workload"):
         raise ConfigError(*where, ranks,
                           f"a divisor of num_experts ({params['num_experts']}): experts are "
                           f"placed on ranks in equal contiguous blocks")
+    if params["tokens_per_rank"] * ranks > MAX_TOKENS:
+        raise ConfigError(source, "tokens_per_rank", params["tokens_per_rank"],
+                          f"at most {MAX_TOKENS:,} tokens over all {ranks} ranks (tokens_per_rank x "
+                          f"num_ranks): the routing and plan arrays of one run live in memory")
+    _check_routing(params, ranks, source)
     if params["jetty_jitter_ns"] > 0 and params["send_order"] != "jetty_fifo":
         raise ConfigError(source, "jetty_jitter_ns", params["jetty_jitter_ns"],
                           "0 unless send_order is jetty_fifo: only in-order Jetties have start "
                           "times of their own")
     return topology
+
+
+def _check_routing(params, num_ranks: int, source: str) -> None:
+    """The routing arguments, checked before any work with the workload named in errors:
+    the routing functions name no file, so their errors are re-raised under ``source``."""
+    policy, k, e = params["routing"], params["top_k"], params["num_experts"]
+    if policy == "file":
+        if not params["routing_file"]:
+            raise ConfigError(source, "routing_file", "", "a .npy/.npz path when routing = file")
+        return
+    if policy == "hot" and params["hot_experts"] > e - k:
+        raise ConfigError(source, "hot_experts", params["hot_experts"],
+                          f"at most num_experts - top_k = {e - k} hot experts, so that a token can "
+                          f"pick {k} experts that are not hot")
+    try:                                        # a few tokens run every argument check
+        build_routes({**params, "tokens_per_rank": min(4, params["tokens_per_rank"])}, num_ranks)
+    except ConfigError as exc:
+        if exc.source != "routing":
+            raise
+        raise ConfigError(source, exc.key_path, exc.value, exc.expected, exc.hint) from None
 
 
 def build_routes(params, num_ranks: int) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simnode.errors import ConfigError
 from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import Field, WorkloadKind, register
@@ -21,6 +22,21 @@ FIELDS = (
 )
 
 
+#: the most tile steps (output tiles x K blocks) one GEMM run may simulate: 70x the
+#: published 4096x7168x16384 case, ~3 minutes and ~2.5 GB (the schedule is held in memory)
+MAX_TILE_STEPS = 4_000_000
+
+
+def _check(topology, params: dict, source: str) -> None:
+    """Reject a GEMM too large to simulate before building its schedule."""
+    bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 128
+    steps = -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk)
+    if steps > MAX_TILE_STEPS:
+        raise ConfigError(source, "m, n, k", (params["m"], params["n"], params["k"]),
+                          f"at most {MAX_TILE_STEPS:,} tile steps (ceil(m/{bm}) x ceil(n/{bn}) x "
+                          f"ceil(k/{bk}) = {steps:,}): one run holds its whole schedule in memory")
+
+
 def build(topology, params: dict):
     p = GemmParams(**params)
     return p, gemm_schedule(topology.chip, p)
@@ -34,4 +50,4 @@ def run(topology, params: dict, options=None, name: str = "gemm"):
 
 
 KIND = register(WorkloadKind("gemm", FIELDS, run, "dense GEMM C = A x B on one chip",
-                             build=build))
+                             build=build, check=_check))

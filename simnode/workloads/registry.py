@@ -73,7 +73,7 @@ def register(kind: WorkloadKind) -> WorkloadKind:
 
 def get_kind(name, source: str = "workload") -> WorkloadKind:
     import simnode.workloads.kinds  # noqa: F401  (registers the built-in kinds)
-    if name not in _KINDS:
+    if not isinstance(name, str) or name not in _KINDS:
         raise ConfigError(source, "kind", name, "one of " + ", ".join(sorted(_KINDS)),
                           did_you_mean(str(name), _KINDS))
     return _KINDS[name]

@@ -28,7 +28,14 @@ def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"
         spec = dataclasses.replace(topology.supernode, num_ranks=num_ranks)
         if num_ranks < 2:
             raise ConfigError(source, "num_ranks", num_ranks, "at least 2 ranks")
-        check_shape(spec)
+        try:
+            check_shape(spec)
+        except ConfigError as exc:
+            if exc.key_path != "supernode.num_ranks":
+                raise
+            # the count came from the workload: name it, and the topology whose shape limits it
+            raise ConfigError(source, "num_ranks", num_ranks,
+                              f"{exc.expected} (the shape of {topology.source})", exc.hint) from None
         topology = dataclasses.replace(topology, supernode=spec)
     return topology
 

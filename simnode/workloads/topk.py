@@ -8,6 +8,7 @@ the bottleneck pipe and reports rows per second; tflops is 0 (no cube work).
 from __future__ import annotations
 
 from simnode import units
+from simnode.errors import ConfigError
 from simnode.kernels.topk import TopkParams, topk_schedule
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import Field, WorkloadKind, register
@@ -22,6 +23,21 @@ FIELDS = (
           min_value=1),
     Field("num_aivs", "int", 0, "vector cores used (0 = all)", min_value=0),
 )
+
+
+#: the most scores one TopK run may scan (rows x n): 256x the 4096 x 8192 indexer case,
+#: ~1.5 minutes and ~2 GB
+MAX_SCORES = 2 ** 33
+
+
+def _check(topology, params: dict, source: str) -> None:
+    """Reject a TopK too large to simulate before building its schedule."""
+    if params["k"] > params["n"]:
+        return                                  # the schedule's own check names this one
+    if params["rows"] * params["n"] > MAX_SCORES:
+        raise ConfigError(source, "rows, n", (params["rows"], params["n"]),
+                          f"at most {MAX_SCORES:,} scores (rows x n = {params['rows'] * params['n']:,}): "
+                          f"one run holds its whole schedule in memory")
 
 
 def build(topology, params: dict):
@@ -39,4 +55,4 @@ def run(topology, params: dict, options=None, name: str = "topk"):
 
 KIND = register(WorkloadKind("topk", FIELDS, run,
                              "per-row top-k selection on the AIVs (DeepSelect or sort baseline)",
-                             build=build))
+                             build=build, check=_check))

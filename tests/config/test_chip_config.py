@@ -107,7 +107,9 @@ BAD_CHIPS = {
     "negative latency": (_set(("chip", "paths", "l0c_to_gm", "base_latency_cycles"), -5),
                          ["chip.paths.l0c_to_gm.base_latency_cycles", "= -5", "a number >= 0"]),
     "NaN latency": (_set(("chip", "paths", "gm_to_l1", "base_latency_cycles"), float("nan")),
-                    ["chip.paths.gm_to_l1.base_latency_cycles", "= nan", "expected a number"]),
+                    ["chip.paths.gm_to_l1.base_latency_cycles", "= nan", "expected a finite number"]),
+    "infinite clock": (_set(("chip", "aic_freq_GHz"), float("inf")),
+                       ["chip.aic_freq_GHz", "= inf", "expected a finite number"]),
     "section not a mapping": (_set(("chip", "cube"), 7),
                               ["chip.cube", "= 7", "a mapping of keys to values"]),
 }
