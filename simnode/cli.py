@@ -96,6 +96,10 @@ def cmd_run(args) -> int:
                               f"a workload kind with a seed field ('{inputs.kind.name}' has none)")
         sets.append(f"seed={args.seed}")
         inputs = load_inputs(args.topology, args.workload, sets)
+    if args.trace_scope and args.trace is None:
+        from simnode.errors import ConfigError
+        raise ConfigError("--trace-scope", "trace-scope", args.trace_scope[0],
+                          "--trace FILE as well (the scope narrows a trace, and none was asked for)")
     if args.trace is not None:
         _check_output_path(args.trace, "--trace")
     if args.out is not None:

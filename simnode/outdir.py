@@ -97,13 +97,13 @@ def split_series(result):
 def run_config(topology: str, workload: str, sets: list[str]) -> dict:
     """config.json: the input paths, the --set values and what they resolve to."""
     from simnode.config.overrides import apply_overrides
-    from simnode.config.topology import load_topology_raw
+    from simnode.config.topology import load_topology_raw, optional_keys
     from simnode.workloads.loader import load_inputs, split_sets
     inputs = load_inputs(topology, workload, sets)
     topo_raw = load_topology_raw(topology)
     _, topo_sets = split_sets(list(sets))
     if topo_sets:
-        topo_raw = apply_overrides(topo_raw, topo_sets, "--set topology.*")
+        topo_raw = apply_overrides(topo_raw, topo_sets, "--set topology.*", extra_keys=optional_keys())
     return {"topology": str(topology), "workload": str(workload), "sets": list(sets),
             "params": dict(inputs.params), "topology_resolved": topo_raw}
 

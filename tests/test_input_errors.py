@@ -185,3 +185,42 @@ def test_sweep_values_in_exponent_form_keep_their_type(cli, topology_path, small
               "--param", "topology.chip.memory.hbm_bandwidth_GBps=3.5e3,7e3")
     assert res.code == 0, res.err
     assert '"point"' in res.out and "3500.0" in res.out
+
+
+# -- keys -----------------------------------------------------------------------------------
+def test_a_key_given_twice(cli, user_error, topology_path, write_yaml):
+    w = write_yaml("kind: gemm\nm: 256\nn: 256\nk: 256\nm: 512\n", "twice.yaml")
+    user_error(cli("run", topology_path, w), "twice.yaml", "m =", "given twice, again on line 5",
+               nothing_ran=True)
+
+
+def test_switch_keys_in_a_full_mesh(cli, user_error, repo_root):
+    mesh = repo_root / "topologies/npu8p-box-mesh.yaml"
+    user_error(cli("run", mesh, repo_root / DEEPEP, *TINY_EP, "--set", "topology.supernode.leaf_radix=16"),
+               "supernode.leaf_radix = 16", "full_mesh", nothing_ran=True)
+
+
+def test_set_may_add_a_topology_key_the_file_leaves_out(cli, topology_path, small_gemm, sn):
+    res = cli("run", topology_path, small_gemm(), "--json",
+              "--set", "topology.chip.paths.ub_to_gm.min_issue_interval_cycles=5")
+    assert res.code == 0, res.err
+    res = cli("run", *sn, *TINY_EP, "--json", "--set", "topology.supernode.shape=clos")
+    assert res.code == 0, res.err
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--set", "num_cores=1000"], ["num_cores = 1000", "32 AI cores"]),
+    (["--trace-scope", "core00.*"], ["--trace-scope", "--trace FILE"]),
+])
+def test_chip_run_options_that_would_be_ignored(cli, user_error, topology_path, small_gemm, args, needles):
+    user_error(cli("run", topology_path, small_gemm(), *args), *needles, nothing_ran=True)
+
+
+def test_more_vector_cores_than_the_chip_has(cli, user_error, topology_path, write_yaml):
+    w = write_yaml({"kind": "topk", "rows": 32, "n": 1024, "k": 8, "num_aivs": 1000}, "topk.yaml")
+    user_error(cli("run", topology_path, w), "num_aivs = 1000", "64 vector cores", nothing_ran=True)
+
+
+def test_a_routing_file_without_file_routing(cli, user_error, sn):
+    user_error(cli("run", *sn, *TINY_EP, "--set", "routing_file=x.npy"),
+               "routing_file = 'x.npy'", "routing = file", nothing_ran=True)

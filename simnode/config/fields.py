@@ -19,18 +19,40 @@ from simnode.errors import ConfigError
 _MISSING = object()
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key, line: int):
+        self.key, self.line = key, line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error (the
+    plain loader keeps the last one silently, so an edit can be undone by a forgotten line)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | Path) -> dict:
     """Read a YAML file that must hold a mapping; errors name the file."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(str(p), "", str(p), "an existing YAML file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_StrictLoader)  # noqa: S506 (safe)
     except UnicodeDecodeError as exc:
         raise ConfigError(str(p), "", f"<byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}>",
                           "a UTF-8 text file of YAML") from None
     except OSError as exc:
         raise ConfigError(str(p), "", str(p), f"a readable YAML file ({exc.strerror})") from None
+    except _DuplicateKey as exc:
+        raise ConfigError(str(p), str(exc.key), f"<given twice, again on line {exc.line}>",
+                          "each key once in a mapping") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown place"

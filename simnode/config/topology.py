@@ -49,6 +49,16 @@ def load_topology_raw(path: str | Path) -> dict:
     return data
 
 
+def optional_keys() -> tuple[str, ...]:
+    """Dotted topology keys a file may leave out (they have defaults), which ``--set
+    topology.KEY=...`` may therefore add."""
+    from simnode.config.chip import PATH_NAMES
+    from simnode.network.spec import OPTIONAL_KEYS
+    return (("chip.memory.hbm_arbitration",)
+            + tuple(f"chip.paths.{p}.min_issue_interval_cycles" for p in PATH_NAMES)
+            + tuple(f"supernode.{k}" for k in OPTIONAL_KEYS))
+
+
 def topology_from_mapping(data: dict, source: str) -> Topology:
     r = Reader(data, source)
     chip = chip_from_mapping(r.raw("chip"), source)

@@ -33,6 +33,12 @@ from simnode.errors import ConfigError
 
 ROUTING_POLICIES = ("ecmp", "spray")
 SHAPES = ("clos", "full_mesh")
+#: keys of a Clos that a full mesh (no switches) does not have
+CLOS_ONLY_KEYS = ("leaf_radix", "spine_radix", "num_spines", "oversubscription", "routing",
+                  "hop_latency_ns")
+#: supernode keys a topology file may leave out (defaults), which --set may still add
+OPTIONAL_KEYS = ("shape", "spine_radix", "urma_payload_GBps", "urma_context_cache_entries",
+                 "urma_context_miss_ns") + CLOS_ONLY_KEYS
 MAX_RANKS = 8192        # facts 1.5, S10: the Atlas 950 SuperPoD has 8192 NPUs
 #: the largest switch radix or port count accepted: 8x the 512-port switch ASICs of today,
 #: room for any what-if while keeping the shape checks (a loop over ports) instant
@@ -205,6 +211,12 @@ def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
 
     def clos_only(default) -> dict:      # a full mesh has no switches: these keys may be left out
         return {"default": default} if shape == "full_mesh" else {}
+
+    if shape == "full_mesh":             # ... and are not read, so giving one would mislead
+        for key in CLOS_ONLY_KEYS:
+            if r.has(key):
+                raise r.error(key, r.raw(key), "no such key in a full_mesh supernode (it has no "
+                              "switches; the key belongs to shape: clos)")
 
     leaf_radix = r.integer("leaf_radix", min_value=2, max_value=MAX_RADIX, **clos_only(2))
     spec = SupernodeSpec(

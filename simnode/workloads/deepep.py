@@ -96,6 +96,10 @@ def _check_routing(params, num_ranks: int, source: str) -> None:
     """The routing arguments, checked before any work with the workload named in errors:
     the routing functions name no file, so their errors are re-raised under ``source``."""
     policy, k, e = params["routing"], params["top_k"], params["num_experts"]
+    if params["routing_file"] and policy != "file":
+        raise ConfigError(source, "routing_file", params["routing_file"],
+                          f"'' unless routing = file (routing is '{policy}', so the file would "
+                          f"be ignored): add --set routing=file")
     if policy == "file":
         if not params["routing_file"]:
             raise ConfigError(source, "routing_file", "", "a .npy/.npz path when routing = file")

@@ -28,7 +28,11 @@ MAX_TILE_STEPS = 4_000_000
 
 
 def _check(topology, params: dict, source: str) -> None:
-    """Reject a GEMM too large to simulate before building its schedule."""
+    """Reject a GEMM too large to simulate, or for more cores than the chip has, before
+    building its schedule."""
+    if params["num_cores"] > topology.chip.num_ai_cores:
+        raise ConfigError(source, "num_cores", params["num_cores"],
+                          f"at most the chip's {topology.chip.num_ai_cores} AI cores (0 = all)")
     bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 128
     steps = -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk)
     if steps > MAX_TILE_STEPS:

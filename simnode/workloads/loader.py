@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from simnode.config.fields import Reader, load_yaml
 from simnode.config.overrides import apply_overrides, parse_assignment
-from simnode.config.topology import Topology, load_topology_raw, topology_from_mapping
+from simnode.config.topology import Topology, load_topology_raw, optional_keys, topology_from_mapping
 from simnode.errors import ConfigError, DeadlockError, ScheduleError
 from simnode.workloads.registry import WorkloadKind, get_kind
 
@@ -62,7 +62,7 @@ def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
     topo_raw = load_topology_raw(topology_path)
     topo_src = str(topology_path)
     if topo_sets:
-        topo_raw = apply_overrides(topo_raw, topo_sets, "--set topology.*")
+        topo_raw = apply_overrides(topo_raw, topo_sets, "--set topology.*", extra_keys=optional_keys())
         topo_src += " (with --set overrides)"
     topology = topology_from_mapping(topo_raw, topo_src)
 

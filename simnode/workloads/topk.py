@@ -31,7 +31,12 @@ MAX_SCORES = 2 ** 33
 
 
 def _check(topology, params: dict, source: str) -> None:
-    """Reject a TopK too large to simulate before building its schedule."""
+    """Reject a TopK too large to simulate, or for more AIVs than the chip has, before
+    building its schedule."""
+    chip = topology.chip
+    if params["num_aivs"] > chip.num_ai_cores * chip.aiv_per_core:
+        raise ConfigError(source, "num_aivs", params["num_aivs"],
+                          f"at most the chip's {chip.num_ai_cores * chip.aiv_per_core} vector cores (0 = all)")
     if params["k"] > params["n"]:
         return                                  # the schedule's own check names this one
     if params["rows"] * params["n"] > MAX_SCORES:
