@@ -149,13 +149,10 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from pathlib import Path
-
     from simnode.regress import select
-    from simnode.validate import format_cases, load_cases, run_cases
-    path = Path(args.cases) if args.cases else Path(__file__).resolve().parent.parent / "validation" / "published.yaml"
-    cases = select(load_cases(path), args.only)
-    rows = run_cases(cases, path.parent.parent if not args.cases else Path.cwd(), args.sets, args.jobs)
+    from simnode.validate import cases_path, format_cases, load_cases, run_cases
+    cases = select(load_cases(cases_path(args.cases)), args.only)
+    rows = run_cases(cases, sets=args.sets, jobs=args.jobs)
     print(format_cases(rows))
     return 0 if all(r.ok for r in rows) else 1
 

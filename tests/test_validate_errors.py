@@ -144,8 +144,6 @@ def test_an_empty_cases_path_is_an_error():
     assert cases_path(None) == REPO_ROOT / "validation" / "published.yaml"
 
 
-@pytest.mark.xfail(reason="simnode/cli.py cmd_validate must call simnode.validate.cases_path(args.cases) "
-                          "(today it treats '' as absent and reads the shipped file)", strict=False)
 def test_an_empty_cases_option_is_a_user_error(cli, user_error):
     # --only matches nothing, so a regression fails fast instead of running the whole suite
     user_error(cli("validate", "--cases", "", "--only", "no-such-case"), "--cases", "a cases file path",
