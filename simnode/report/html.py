@@ -23,12 +23,9 @@ from simnode import units
 from simnode.errors import ConfigError
 from simnode.report import plots
 from simnode.report.result import SATURATED_FRAC
-from simnode.report.folder import ResultFolder, load_folder
+from simnode.report.folder import (ALL_NETWORK_KERNELS, CORRUPTED, DEEPEP_KERNELS, LAYOUTS,
+                                   NETWORK_KERNELS, ResultFolder, load_folder, read_json)
 
-DEEPEP_KERNELS = ("dispatch", "combine")
-# network workload kinds: the kernels their results report as {kernel}_ns, _GBps, _hottest_links ...
-NETWORK_KERNELS = {"deepep": DEEPEP_KERNELS, "transport": ("transport",)}
-ALL_NETWORK_KERNELS = tuple(k for ks in NETWORK_KERNELS.values() for k in ks)
 MAX_HEATMAPS = 8
 
 _CSS = """
@@ -221,21 +218,43 @@ def render_html(folder: ResultFolder, cases_path=None) -> str:
     parts += _tables(folder) + _plots(folder, cases_path)
     config = folder.path / "config.json"
     if config.exists() and not folder.is_sweep:
-        try:
-            text = json.dumps(json.loads(config.read_text()), indent=2)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(str(config), "", f"<unreadable: {exc}>", "valid JSON (the run's configuration)") from None
+        text = json.dumps(read_json(config, dict, "the run's configuration"), indent=2)
         parts.append(f"<h2>Configuration</h2><pre>{_esc(text)}</pre>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_esc(title)}</title><style>{_CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
 
 
+#: what a folder's content, read and type-checked by load_folder, can still raise while the page
+#: is drawn from it (a combination the checks do not cover): turned into a user error naming it
+_CONTENT_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError)
+
+
+def _corrupted_point(folder: ResultFolder, cases_path) -> Path:
+    """The result.json whose point alone fails to render (else the folder itself)."""
+    if len(folder.points) > 1:
+        for p in folder.points:
+            try:
+                render_html(ResultFolder(folder.path, folder.is_sweep, folder.params, [p]), cases_path)
+            except _CONTENT_ERRORS:
+                return (p.dir or folder.path) / "result.json"
+            except ConfigError:
+                pass
+    return folder.path
+
+
 def write_report(result_dir, out_path=None, cases_path=None) -> Path:
-    """Write the report of ``result_dir`` to ``out_path`` (default RESULT_DIR/report.html)."""
+    """Write the report of ``result_dir`` to ``out_path`` (default RESULT_DIR/report.html).
+    A missing or corrupted folder raises ``ConfigError`` naming the file (or folder)."""
     folder = load_folder(result_dir)
     out = Path(out_path) if out_path else folder.path / "report.html"
     if not out.parent.is_dir():
         raise ConfigError("-o", "o", str(out), f"a file in an existing folder ({out.parent} is not one)")
-    out.write_text(render_html(folder, cases_path))
+    try:
+        page = render_html(folder, cases_path)
+    except _CONTENT_ERRORS as exc:
+        where = _corrupted_point(folder, cases_path)
+        raise ConfigError(str(where), "", f"<{type(exc).__name__}: {exc}>",
+                          f"{LAYOUTS}, with the fields the report reads", CORRUPTED) from None
+    out.write_text(page)
     return out

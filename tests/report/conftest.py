@@ -5,6 +5,7 @@ do not depend on how long a full-size run takes.
 - ``run_result(topology, workload, **sets)``: Result.to_dict() of one small run (cached).
 - ``write_run_dir(path, result, network_util=None)``: a run folder.
 - ``write_sweep_dir(path, params, rows)``: a sweep folder from [(point, result, util)].
+- ``gemm_result``: result.json of a small GEMM run (a fresh dict).
 - ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``: ready-made folders.
 """
 
@@ -73,6 +74,12 @@ def write_sweep_dir(path: Path, params: dict, rows: list) -> Path:
     (path / "sweep.json").write_text(json.dumps({"params": params, "points": index}, indent=2))
     (path / "results.json").write_text(json.dumps([{"point": p, **r} for p, r, _ in rows], indent=2))
     return path
+
+
+@pytest.fixture
+def gemm_result() -> dict:
+    """result.json of a small GEMM run (a fresh copy)."""
+    return run_result(CHIP, GEMM, **SMALL_GEMM)
 
 
 @pytest.fixture
