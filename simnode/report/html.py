@@ -161,8 +161,9 @@ def _plots(folder: ResultFolder, cases_path=None) -> list[str]:
     out = []
     pts = folder.points
     if plots.has_bandwidth(pts):
-        published = plots.published_points(folder.workload, cases_path)
-        out.append(_figure(plots.bandwidth_vs_ep_png(pts, published, f"{folder.workload}: bandwidth vs EP size"),
+        workload = str(plots.bandwidth_points(pts)[0].result.get("workload", ""))
+        published = plots.published_points(workload, cases_path)
+        out.append(_figure(plots.bandwidth_vs_ep_png(pts, published, f"{workload}: bandwidth vs EP size"),
                            "bandwidth vs EP size",
                            "Bandwidth per rank (GB/s: DeepEP dispatch and combine, or transport puts) against "
                            "the EP size; stars: the published figures of validation/published.yaml, error bars "

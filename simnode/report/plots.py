@@ -69,13 +69,21 @@ def published_points(workload: str, cases_path=None) -> list[dict]:
     return out
 
 
+def bandwidth_points(points) -> list:
+    """The points with a network bandwidth (``*_GBps`` of BANDWIDTH_METRICS) and an EP size
+    (``num_ranks``); others (a chip kernel in a sweep of mixed kinds) are left out."""
+    return [p for p in points if "num_ranks" in p.result and any(m in p.result for m in BANDWIDTH_METRICS)]
+
+
 def has_bandwidth(points) -> bool:
-    return any(m in p.result for p in points for m in BANDWIDTH_METRICS)
+    return bool(bandwidth_points(points))
 
 
 def bandwidth_vs_ep_png(points, published=(), title: str = "") -> bytes:
-    """``points``: PointData of DeepEP or transport runs (result has num_ranks and *_GBps)."""
-    if not has_bandwidth(points):
+    """``points``: PointData of DeepEP or transport runs (result has num_ranks and *_GBps);
+    points without them are left out (``bandwidth_points``)."""
+    points = bandwidth_points(points)
+    if not points:
         raise ValueError("no network bandwidth (dispatch_GBps / combine_GBps / transport_GBps) to plot")
     fig = Figure(figsize=(7.5, 4.5))
     ax = fig.add_subplot()
@@ -90,15 +98,17 @@ def bandwidth_vs_ep_png(points, published=(), title: str = "") -> bytes:
         x = [r["num_ranks"] for r in results]
         ranks_seen.update(x)
         for metric in BANDWIDTH_METRICS:
-            if metric not in results[0]:
+            with_metric = [r for r in results if metric in r]
+            if not with_metric:
                 continue
             label = f"{metric.split('_')[0]} (model{', ' + others if others else ''})"
-            line, = ax.plot(x, [r[metric] for r in results], marker=markers[i % len(markers)],
+            line, = ax.plot([r["num_ranks"] for r in with_metric], [r[metric] for r in with_metric],
+                            marker=markers[i % len(markers)],
                             color=_COLORS[metric] if len(series) == 1 else None, label=label)
             net = metric.replace("_GBps", "_network_GBps")
-            if all(net in r for r in results):     # the same without the self-rank records
-                ax.plot(x, [r[net] for r in results], linestyle="--", color=line.get_color(),
-                        label=f"{metric.split('_')[0]} network only (model)")
+            if all(net in r for r in with_metric):     # the same without the self-rank records
+                ax.plot([r["num_ranks"] for r in with_metric], [r[net] for r in with_metric], linestyle="--",
+                        color=line.get_color(), label=f"{metric.split('_')[0]} network only (model)")
     for metric in BANDWIDTH_METRICS:
         pub = [q for q in published if q["metric"] == metric]
         if pub:

@@ -139,6 +139,33 @@ def test_sweep_params_that_are_not_lists_is_an_error(deepep_sweep_dir, cli, erro
           "params.num_ranks = 8", "expected a list of the swept values")
 
 
+def test_sweep_of_mixed_kinds_is_drawn(deepep_sweep_dir, gemm_result, cli):
+    """A chip point among DeepEP points: its tables and plots, and the DeepEP bandwidth plot
+    of the points that have an EP size."""
+    (deepep_sweep_dir / "points" / "002").mkdir()
+    (deepep_sweep_dir / "points" / "002" / "result.json").write_text(json.dumps(gemm_result))
+    edit_json(deepep_sweep_dir / "sweep.json",
+              lambda s: s["points"].append({"point": {"num_ranks": 32}, "dir": "points/002"}))
+    res = cli("report", deepep_sweep_dir)
+    assert res.code == 0, res.err
+    page = (deepep_sweep_dir / "report.html").read_text()
+    assert "(deepep/gemm sweep)" in page
+    for alt in ("bandwidth vs EP size", "pipe busy fractions", "roofline position"):
+        assert f'alt="{alt}"' in page
+    assert page.count('alt="link utilization') == 2
+
+
+def test_bandwidth_plot_leaves_out_points_without_an_ep_size(deepep_sweep_dir, gemm_run_dir):
+    points = load_folder(deepep_sweep_dir).points
+    chip = load_folder(gemm_run_dir).points
+    assert plots.bandwidth_points(chip + points) == points
+    assert plots.bandwidth_vs_ep_png(chip + points) == plots.bandwidth_vs_ep_png(points)
+    dispatch_only = [type(p)(p.point, {k: v for k, v in p.result.items() if not k.startswith("combine")})
+                     for p in points[:1]]
+    assert plots.has_bandwidth(dispatch_only + points[1:])
+    plots.bandwidth_vs_ep_png(dispatch_only + points[1:])        # combine of one point only: drawn
+
+
 def test_what_the_checks_miss_names_the_point(deepep_sweep_dir, cli, error, monkeypatch):
     """A field combination the checks let through and the page cannot draw: a user error
     naming the point's result.json (not a traceback)."""
