@@ -1,7 +1,9 @@
 """``simnode report RESULT_DIR [-o FILE.html]``: one self-contained HTML page of a run or
 sweep output folder (``simnode run --out`` / ``simnode sweep --out``): tables of every
 kernel's time, bound, simulated/bound ratio and bottleneck, the hottest links, and the
-plots of ``simnode.report.plots`` embedded as PNG. Bad folders exit 2 with one line."""
+plots of ``simnode.report.plots`` embedded as PNG. A missing or corrupted folder, and an
+output path that is empty, a folder, in a missing folder or not writable, exit 2 with one
+paragraph naming the file or option (``simnode.report.html.write_report``)."""
 
 from __future__ import annotations
 

@@ -231,6 +231,23 @@ def render_html(folder: ResultFolder, cases_path=None) -> str:
 _CONTENT_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError)
 
 
+def check_output_path(path, source: str = "-o", key: str = "output") -> Path:
+    """The page's path, checked before any work: not empty, not a folder, in an existing
+    folder; else ``ConfigError`` naming ``source`` (the option) and the path."""
+    text = str(path)
+    if text == "":
+        raise ConfigError(source, key, "", "the path of the HTML file to write (report.html)")
+    out = Path(text)
+    if out.is_dir():
+        raise ConfigError(source, key, text, f"the path of a file, not of an existing folder "
+                          f"(to write into it, name the file: {out / 'report.html'})")
+    if text.endswith("/"):
+        raise ConfigError(source, key, text, "the path of a file, not of a folder (it ends in a slash)")
+    if not out.parent.is_dir():
+        raise ConfigError(source, key, text, f"a file in an existing folder ({out.parent} is not one)")
+    return out
+
+
 def _corrupted_point(folder: ResultFolder, cases_path) -> Path:
     """The result.json whose point alone fails to render (else the folder itself)."""
     if len(folder.points) > 1:
@@ -246,16 +263,23 @@ def _corrupted_point(folder: ResultFolder, cases_path) -> Path:
 
 def write_report(result_dir, out_path=None, cases_path=None) -> Path:
     """Write the report of ``result_dir`` to ``out_path`` (default RESULT_DIR/report.html).
-    A missing or corrupted folder raises ``ConfigError`` naming the file (or folder)."""
+    User mistakes (an empty, missing or corrupted folder; an output path that is empty, a
+    folder, in a missing folder or not writable) raise ``ConfigError``; the output path is
+    checked before the folder is read, the write's own failure (disk full) after."""
+    option = ("-o", "output") if out_path is not None else ("simnode report", "-o (default RESULT_DIR/report.html)")
+    if out_path is not None:
+        out = check_output_path(out_path, *option)
     folder = load_folder(result_dir)
-    out = Path(out_path) if out_path else folder.path / "report.html"
-    if not out.parent.is_dir():
-        raise ConfigError("-o", "o", str(out), f"a file in an existing folder ({out.parent} is not one)")
+    if out_path is None:
+        out = check_output_path(folder.path / "report.html", *option)
     try:
         page = render_html(folder, cases_path)
     except _CONTENT_ERRORS as exc:
         where = _corrupted_point(folder, cases_path)
         raise ConfigError(str(where), "", f"<{type(exc).__name__}: {exc}>",
                           f"{LAYOUTS}, with the fields the report reads", CORRUPTED) from None
-    out.write_text(page)
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(*option, str(out), f"a file the report can be written to ({exc.strerror or exc})") from None
     return out

@@ -181,5 +181,45 @@ def test_what_the_checks_miss_names_the_point(deepep_sweep_dir, cli, error, monk
 
 
 # -- RESULT_DIR and -o --------------------------------------------------------------------------
+
 def test_empty_result_dir_is_an_error(cli, error):
     error(cli("report", ""), "RESULT_DIR = ''", "expected the path of a folder written by `simnode run --out`")
+
+
+def test_empty_output_is_an_error(gemm_run_dir, cli, error):
+    error(cli("report", gemm_run_dir, "-o", ""), "-o: output = ''", "expected the path of the HTML file")
+    assert not (gemm_run_dir / "report.html").exists()
+
+
+def test_output_is_checked_before_the_folder_is_read(tmp_path, cli, error):
+    error(cli("report", tmp_path / "nope", "-o", ""), "-o: output = ''")
+    error(cli("report", tmp_path / "nope", "-o", tmp_path), f"-o: output = '{tmp_path}'")
+
+
+def test_output_that_is_a_folder_is_an_error(gemm_run_dir, tmp_path, cli, error):
+    error(cli("report", gemm_run_dir, "-o", tmp_path), f"-o: output = '{tmp_path}'",
+          "expected the path of a file, not of an existing folder", str(tmp_path / "report.html"))
+    error(cli("report", gemm_run_dir, "-o", f"{tmp_path}/new/"), "ends in a slash")
+
+
+def test_default_output_that_is_a_folder_is_an_error(gemm_run_dir, cli, error):
+    (gemm_run_dir / "report.html").mkdir()
+    error(cli("report", gemm_run_dir), "-o (default RESULT_DIR/report.html)", str(gemm_run_dir / "report.html"))
+
+
+def test_output_in_a_missing_folder_names_it(gemm_run_dir, tmp_path, cli, error):
+    error(cli("report", gemm_run_dir, "-o", tmp_path / "no" / "r.html"),
+          f"-o: output = '{tmp_path / 'no' / 'r.html'}'", f"({tmp_path / 'no'} is not one)")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_write_failure_is_an_error(gemm_run_dir, cli, error):
+    error(cli("report", gemm_run_dir, "-o", "/dev/full"), "-o: output = '/dev/full'",
+          "expected a file the report can be written to (No space left on device)")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_output_where_no_file_can_be_made_is_an_error(gemm_run_dir, cli, error):
+    error(cli("report", gemm_run_dir, "-o", "/proc/simnode-report.html"),
+          "-o: output = '/proc/simnode-report.html'", "expected a file the report can be written to (")
+
