@@ -1,7 +1,7 @@
 """``simnode validate``: run every published case of a validation file and compare.
 
 ``load_cases(path)`` reads the versioned case list (validation/published.yaml);
-``run_cases(cases, root, sets)`` checks every case's inputs, then runs each distinct
+``run_cases(cases, sets)`` checks every case's inputs, then runs each distinct
 (topology, workload, overrides) once, in parallel processes, and returns ``CaseResult``
 rows; ``format_cases`` prints the table with the mean and max absolute error. The
 command exits 1 if any case leaves its tolerance.
@@ -179,11 +179,9 @@ def _numeric(result: dict) -> list[str]:
     return [k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
-def run_cases(cases: list[Case], root: Path | None = None, sets=(), jobs: int = 0) -> list[CaseResult]:
-    """Check every case's inputs (files, ``set:`` entries, ``sets`` for all), then run them.
-
-    ``root`` is not used any more: relative paths are read from the repository root
-    (``resolve``), whatever the caller passes."""
+def run_cases(cases: list[Case], sets=(), jobs: int = 0) -> list[CaseResult]:
+    """Check every case's inputs (files, ``set:`` entries, ``sets`` for all), then run them;
+    relative paths are read from the repository root (``resolve``)."""
     from simnode.workloads.loader import load_inputs
     for s in sets:
         parse_assignment(s)                         # a malformed --set is the CLI's, not a case's
