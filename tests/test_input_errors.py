@@ -224,3 +224,22 @@ def test_more_vector_cores_than_the_chip_has(cli, user_error, topology_path, wri
 def test_a_routing_file_without_file_routing(cli, user_error, sn):
     user_error(cli("run", *sn, *TINY_EP, "--set", "routing_file=x.npy"),
                "routing_file = 'x.npy'", "routing = file", nothing_ran=True)
+
+
+def test_missing_and_misplaced_keys_are_named(cli, user_error, topology_path, write_yaml, tmp_path):
+    user_error(cli("run", topology_path, write_yaml("m: 256\n", "nokind.yaml")),
+               "nokind.yaml", "kind = '<missing>'", nothing_ran=True)
+    # a nested block the kind does not have: the missing field's error lists what was given
+    user_error(cli("run", topology_path, write_yaml("kind: gemm\nparams:\n  m: 256\n", "nested.yaml")),
+               "m = '<missing>'", "Keys given here: kind, params", nothing_ran=True)
+    user_error(cli("run", topology_path, ""), "a YAML file path (it is empty)", nothing_ran=True)
+    user_error(cli("run", topology_path, tmp_path), "a YAML file (this is a folder)", nothing_ran=True)
+
+
+def test_the_report_does_not_write_over_its_results(cli, user_error, topology_path, small_gemm, tmp_path):
+    res = cli("run", topology_path, small_gemm(), "--out", tmp_path / "r")
+    assert res.code == 0, res.err
+    before = (tmp_path / "r" / "result.json").read_bytes()
+    user_error(cli("report", tmp_path / "r", "-o", tmp_path / "r" / "result.json"),
+               "-o", "result.json", "would lose them")
+    assert (tmp_path / "r" / "result.json").read_bytes() == before

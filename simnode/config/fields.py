@@ -40,7 +40,11 @@ class _StrictLoader(yaml.SafeLoader):
 
 def load_yaml(path: str | Path) -> dict:
     """Read a YAML file that must hold a mapping; errors name the file."""
+    if not str(path).strip():
+        raise ConfigError("(command line)", "", str(path), "a YAML file path (it is empty)")
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(str(p), "", str(p), "a YAML file (this is a folder)")
     if not p.is_file():
         raise ConfigError(str(p), "", str(p), "an existing YAML file")
     try:
@@ -92,8 +96,9 @@ class Reader:
         self._read.add(key)
         if key not in self.data:
             if default is _MISSING:
+                given = ", ".join(map(str, self.data)) or "none"
                 raise ConfigError(self.source, self.key_path(key), "<missing>",
-                                  "this key to be present")
+                                  "this key to be present", f"Keys given here: {given}.")
             return default
         return self.data[key]
 

@@ -272,6 +272,10 @@ def write_report(result_dir, out_path=None, cases_path=None) -> Path:
     folder = load_folder(result_dir)
     if out_path is None:
         out = check_output_path(folder.path / "report.html", *option)
+    elif out.suffix.lower() in (".json", ".csv") and out.exists() \
+            and folder.path.resolve() in out.resolve().parents:
+        raise ConfigError(*option, str(out), "a new file or an .html file: this one is part of the "
+                          "results the report reads, and writing the page over it would lose them")
     try:
         page = render_html(folder, cases_path)
     except _CONTENT_ERRORS as exc:

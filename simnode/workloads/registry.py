@@ -74,7 +74,8 @@ def register(kind: WorkloadKind) -> WorkloadKind:
 def get_kind(name, source: str = "workload") -> WorkloadKind:
     import simnode.workloads.kinds  # noqa: F401  (registers the built-in kinds)
     if not isinstance(name, str) or name not in _KINDS:
-        raise ConfigError(source, "kind", name, "one of " + ", ".join(sorted(_KINDS)),
+        raise ConfigError(source, "kind", "<missing>" if name is None else name,
+                          "one of " + ", ".join(sorted(_KINDS)),
                           did_you_mean(str(name), _KINDS))
     return _KINDS[name]
 
