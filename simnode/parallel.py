@@ -13,6 +13,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from simnode.errors import SimnodeError
+
 #: (topology path, workload path, ("key=value", ...) overrides)
 RunTask = tuple
 
@@ -26,11 +28,26 @@ def run_to_dict(task: RunTask) -> dict:
     return inputs.run(RunOptions(), name=Path(workload).stem).to_dict()
 
 
-def run_all(tasks: list[RunTask], jobs: int = 0) -> dict:
-    """Run each distinct task once, in parallel processes when more than one is asked for."""
+def run_all(tasks: list[RunTask], jobs: int = 0, labels: list[str] | None = None) -> dict:
+    """Run each distinct task once, in parallel processes when more than one is asked for.
+    ``labels`` (one per task: the case or scenario it serves) name where a run-time user
+    error (an impossible schedule, a deadlock) came from."""
     keys = list(dict.fromkeys(tasks))
-    jobs = jobs or min(len(keys), os.cpu_count() or 1)
-    if jobs > 1 and len(keys) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(keys))) as pool:
-            return dict(zip(keys, pool.map(run_to_dict, keys)))
-    return {k: run_to_dict(k) for k in keys}
+    names: dict = {}
+    for task, label in zip(tasks, labels or ()):
+        names.setdefault(task, []).append(label)
+    jobs = min(jobs or os.cpu_count() or 1, len(keys))
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(run_to_dict, k) for k in keys]
+            return {k: _result(k, f.result, names) for k, f in zip(keys, futures)}
+    return {k: _result(k, lambda k=k: run_to_dict(k), names) for k in keys}
+
+
+def _result(task: RunTask, get, names: dict) -> dict:
+    try:
+        return get()
+    except SimnodeError as exc:
+        if task not in names:
+            raise
+        raise SimnodeError(f"{' and '.join(dict.fromkeys(names[task]))}: {exc}") from None

@@ -194,7 +194,7 @@ def run_cases(cases: list[Case], sets=(), jobs: int = 0) -> list[CaseResult]:
         except ConfigError as exc:
             raise in_entry(exc, c.where, c.key_path("set"), c.sets, sets) from None
         tasks.append(task)
-    outs = run_all(tasks, jobs)
+    outs = run_all(tasks, jobs, [c.where for c in cases])
     rows = []
     for c, task in zip(cases, tasks):
         out = outs[task]

@@ -148,3 +148,11 @@ def test_an_empty_cases_option_is_a_user_error(cli, user_error):
     # --only matches nothing, so a regression fails fast instead of running the whole suite
     user_error(cli("validate", "--cases", "", "--only", "no-such-case"), "--cases", "a cases file path",
                nothing_ran=True)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_impossible_schedule_at_run_time_names_the_case(cli, user_error, cases_file, jobs):
+    # the schedule is rejected only when it is built, in a worker: the error still says
+    # which case asked for it
+    path = cases_file(_case(), _case(id="too-wide", set={**SMALL, "block_m": 2048}))
+    user_error(cli("validate", "--cases", path, "--jobs", jobs), "case 'too-wide'", "no L0 k-step fits")

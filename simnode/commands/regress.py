@@ -99,11 +99,12 @@ def cmd_regress(args) -> int:
 
     if stale:
         # a figure the result lacks is the scenario file's mistake: --update would not help
-        results = run_all([plan[-1] for plan, _ in stale], args.jobs)
+        results = run_all([plan[-1] for plan, _ in stale], args.jobs,
+                          [sfile.where(plan[0]) for plan, _ in stale])
         for (sc, kind, figures, _, task), _ in stale:
             check_figures(sfile, sc, kind, figures, results[task])
         raise stale[0][1]
-    results = run_all([plan[-1] for plan in plans], args.jobs)
+    results = run_all([plan[-1] for plan in plans], args.jobs, [sfile.where(plan[0]) for plan in plans])
     if args.update:            # check every scenario before writing any file
         records = [baseline_record(sfile, sc, kind, figures, results[task])
                    for sc, kind, figures, _, task in plans]
