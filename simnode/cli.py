@@ -18,6 +18,7 @@ naming what is wrong and exit 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 import importlib
@@ -187,19 +188,30 @@ def _check_output_path(path: str, option: str) -> None:
                           f"a file in an existing folder ({folder} is not one)")
     if p.is_dir():
         raise ConfigError(option, option.lstrip("-"), path, "a file path (this is a folder)")
-    existed = p.exists()
-    try:                                        # can we write it? (a new file is not left behind)
-        with open(p, "ab"):
-            pass
-    except OSError as exc:
-        raise ConfigError(option, option.lstrip("-"), path, f"a file simnode can write ({exc.strerror})") from None
-    if not existed:
-        p.unlink()
+    import os
+    # can it be written? Probe only what a probe cannot disturb: an existing regular file is
+    # opened for append (nothing written), a new one needs a writable folder; a pipe, a device
+    # or a symlink is left to the run (opening a pipe would hand its reader an end of file)
+    if p.is_file() and not p.is_symlink():
+        try:
+            with open(p, "ab"):
+                pass
+        except OSError as exc:
+            raise ConfigError(option, option.lstrip("-"), path,
+                              f"a file simnode can write ({exc.strerror})") from None
+    elif not p.exists() and not p.is_symlink() and not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(option, option.lstrip("-"), path,
+                          f"a file in a folder simnode can write to ({folder} is not one)")
 
 
 def _name(path: str) -> str:
     from pathlib import Path
     return Path(path).stem
+
+
+#: what a file system says when an output cannot be written
+_FILE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS,
+                errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EIO}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,8 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:
-        # the machine refused a write the checks before the run could not foresee (a full
-        # disk, /dev/full, a folder removed mid-run): the user's to fix, not a bug of ours
+        # the file system refused a write the checks before the run could not foresee (a full
+        # disk, /dev/full, a folder removed mid-run): the user's to fix. Any other OSError is
+        # not a user mistake and keeps its traceback.
+        if exc.errno not in _FILE_ERRNOS:
+            raise
         where = f" {exc.filename}" if exc.filename else ""
         print(f"simnode: error: could not write the output{where}: {exc.strerror or exc}.",
               file=sys.stderr)

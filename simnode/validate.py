@@ -6,10 +6,11 @@
 rows; ``format_cases`` prints the table with the mean and max absolute error. The
 command exits 1 if any case leaves its tolerance.
 
-A case's ``topology`` and ``workload`` paths, when relative, are read from the
-repository root of this checkout (the folder holding topologies/ and workloads/), as the
-shipped file writes them: whatever the current directory, and wherever the cases file
-lies (a copy in /tmp runs the same). Absolute paths are used as written.
+A case's ``topology`` and ``workload`` paths, when relative, are read next to the cases
+file if they are there, else from the repository root of this checkout (the folder holding
+topologies/ and workloads/), as the shipped file writes them: whatever the current
+directory (a copy of the shipped file in /tmp runs the same). Absolute paths are used as
+written.
 
 Errors about a case name the cases file and the case id (``FILE, case 'ID': cases[i].key
 = value: expected ...``); its ``set:`` values reach the run as typed (``0.00001`` stays a
@@ -133,10 +134,16 @@ def load_cases(path) -> list[Case]:
     return cases
 
 
-def resolve(path: str) -> Path:
-    """A topology or workload path of a cases file: relative ones from the repository root."""
+def resolve(path: str, cases_file: str = "") -> Path:
+    """A topology or workload path of a cases file. A relative one is read next to the cases
+    file if it is there (a user's own cases beside their own files), else from the repository
+    root (as the shipped file writes them)."""
     p = Path(path).expanduser()
-    return p if p.is_absolute() else REPO_ROOT / p
+    if p.is_absolute():
+        return p
+    if cases_file and (Path(cases_file).parent / p).is_file():
+        return Path(cases_file).parent / p
+    return REPO_ROOT / p
 
 
 def _set_key(key_path: str, keys) -> str | None:
@@ -166,11 +173,11 @@ def _paths(c: Case) -> tuple[str, str]:
     """The case's resolved topology and workload files; a missing one names the case."""
     out = []
     for key, written in (("topology", c.topology), ("workload", c.workload)):
-        p = resolve(written)
+        p = resolve(written, c.file)
         if not p.is_file():
             raise ConfigError(c.where, c.key_path(key), written,
-                              f"an existing file ({p} is not one; relative paths are read from "
-                              f"the repository root {REPO_ROOT})")
+                              f"an existing file ({p} is not one; relative paths are read next "
+                              f"to the cases file, else from the repository root {REPO_ROOT})")
         out.append(str(p))
     return out[0], out[1]
 

@@ -144,8 +144,9 @@ def test_a_trace_into_a_folder(cli, user_error, topology_path, small_gemm, tmp_p
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
 def test_outputs_where_nothing_can_be_written(cli, user_error, topology_path, small_gemm):
+    # /proc looks writable to root; the trace's first write fails, before any result
     user_error(cli("run", topology_path, small_gemm(), "--trace", "/proc/simnode.trace.json"),
-               "--trace", "a file simnode can write", nothing_ran=True)
+               "could not write the output /proc/simnode.trace.json", nothing_ran=True)
     user_error(cli("run", topology_path, small_gemm(), "--out", "/proc/simnode-out"),
                "--out", "a folder simnode can create", nothing_ran=True)
     assert not Path("/proc/simnode-out").exists()
@@ -232,7 +233,7 @@ def test_missing_and_misplaced_keys_are_named(cli, user_error, topology_path, wr
     # a nested block the kind does not have: the missing field's error lists what was given
     user_error(cli("run", topology_path, write_yaml("kind: gemm\nparams:\n  m: 256\n", "nested.yaml")),
                "m = '<missing>'", "Keys given here: kind, params", nothing_ran=True)
-    user_error(cli("run", topology_path, ""), "a YAML file path (it is empty)", nothing_ran=True)
+    user_error(cli("run", topology_path, ""), "WORKLOAD argument", "(it is empty)", nothing_ran=True)
     user_error(cli("run", topology_path, tmp_path), "a YAML file (this is a folder)", nothing_ran=True)
 
 
@@ -243,3 +244,40 @@ def test_the_report_does_not_write_over_its_results(cli, user_error, topology_pa
     user_error(cli("report", tmp_path / "r", "-o", tmp_path / "r" / "result.json"),
                "-o", "result.json", "would lose them")
     assert (tmp_path / "r" / "result.json").read_bytes() == before
+
+
+def test_merge_keys_and_odd_values_in_yaml(cli, user_error, topology_path, write_yaml):
+    # a merge key repeats the merged keys: not a key given twice
+    from simnode.config.fields import load_yaml
+    w = write_yaml("base: &b {m: 256, n: 256}\nshape: {<<: *b, n: 512}\n", "merge.yaml")
+    assert load_yaml(w)["shape"] == {"m": 256, "n": 512}
+    user_error(cli("run", topology_path, write_yaml("kind: gemm\nm: 2024-13-45\n", "date.yaml")),
+               "date.yaml", "valid YAML values", nothing_ran=True)
+    user_error(cli("run", topology_path, write_yaml("? [a, b]\n: 1\n", "listkey.yaml")),
+               "listkey.yaml", nothing_ran=True)
+
+
+def test_a_huge_integer_where_a_number_belongs(cli, user_error, topology_path, small_gemm):
+    user_error(cli("run", topology_path, small_gemm(), "--set",
+                   "topology.chip.memory.hbm_bandwidth_GBps=1" + "0" * 400), "expected a finite number",
+               nothing_ran=True)
+
+
+def test_output_paths_a_probe_must_not_disturb(cli, topology_path, small_gemm, tmp_path):
+    # a dangling symlink is written through, not replaced by a file
+    target = tmp_path / "target.json"
+    (tmp_path / "link.json").symlink_to(target)
+    res = cli("run", topology_path, small_gemm(), "--trace", tmp_path / "link.json")
+    assert res.code == 0, res.err
+    assert (tmp_path / "link.json").is_symlink() and target.stat().st_size > 0
+    # a named pipe is opened once, by the trace writer (a probe would end its reader's input)
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    import threading
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    res = cli("run", topology_path, small_gemm(), "--trace", fifo)
+    reader.join(timeout=60)
+    assert res.code == 0, res.err
+    assert got and got[0].startswith(b"{") or got[0].startswith(b"[")

@@ -156,3 +156,13 @@ def test_an_impossible_schedule_at_run_time_names_the_case(cli, user_error, case
     # which case asked for it
     path = cases_file(_case(), _case(id="too-wide", set={**SMALL, "block_m": 2048}))
     user_error(cli("validate", "--cases", path, "--jobs", jobs), "case 'too-wide'", "no L0 k-step fits")
+
+
+def test_a_cases_file_beside_its_own_inputs(cli, tmp_path, repo_root):
+    # relative paths are read next to the cases file when they are there
+    (tmp_path / "my-topo.yaml").write_text((repo_root / "topologies/ascend950dt.yaml").read_text())
+    (tmp_path / "ascend950dt.yaml").write_text((repo_root / "topologies/ascend950dt.yaml").read_text())
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "cases": [_case(topology="my-topo.yaml")]}, sort_keys=False))
+    res = cli("validate", "--cases", path, "--jobs", "1")
+    assert res.code in (0, 1) and "g1" in res.out, res.err

@@ -30,9 +30,11 @@ class _StrictLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node, deep=False):
         seen = set()
-        for key_node, _ in node.value:
+        for key_node, _ in node.value:          # the mapping's own keys, before `<<:` merges
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue                        # merged keys may be overridden; a list key is PyYAML's error
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if key in seen:
                 raise _DuplicateKey(key, key_node.start_mark.line + 1)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -57,6 +59,8 @@ def load_yaml(path: str | Path) -> dict:
     except _DuplicateKey as exc:
         raise ConfigError(str(p), str(exc.key), f"<given twice, again on line {exc.line}>",
                           "each key once in a mapping") from None
+    except ValueError as exc:                   # a constructor's own check, e.g. a date 2024-13-45
+        raise ConfigError(str(p), "", "<unreadable value>", f"valid YAML values ({exc})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown place"
@@ -111,7 +115,7 @@ class Reader:
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(key, value, "a number")
-        if not math.isfinite(value):                            # .nan, .inf
+        if isinstance(value, int) and abs(value) > 1e308 or not math.isfinite(value):  # .nan, .inf
             raise self.error(key, value, "a finite number")
         if positive and not value > 0:
             raise self.error(key, value, "a number greater than 0")

@@ -30,7 +30,7 @@ def parse_value(raw: str):
         return float(raw)
     try:
         value = yaml.safe_load(raw)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):        # ValueError: e.g. an impossible date 2024-13-45
         return raw
     return value
 

@@ -170,7 +170,7 @@ class FluidShare:
             # done: no bytes left to speak of, or so few that the time to move them no longer
             # advances the clock (late in a very long run; else this wake would repeat forever)
             while heap and (heap[0][0] - cls.virtual <= _EPS_BYTES + 1e-12 * heap[0][0]
-                            or now + (heap[0][0] - cls.virtual) / cls.rate == now):
+                            or cls.rate > 0 and now + (heap[0][0] - cls.virtual) / cls.rate == now):
                 _, _, ev = heapq.heappop(heap)
                 ev.succeed()
                 done = True

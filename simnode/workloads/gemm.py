@@ -33,7 +33,9 @@ def _check(topology, params: dict, source: str) -> None:
     if params["num_cores"] > topology.chip.num_ai_cores:
         raise ConfigError(source, "num_cores", params["num_cores"],
                           f"at most the chip's {topology.chip.num_ai_cores} AI cores (0 = all)")
-    bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 128
+    # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4
+    bits = {"bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}[params["dtype"]]
+    bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 256 * 8 // bits
     steps = -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk)
     if steps > MAX_TILE_STEPS:
         raise ConfigError(source, "m, n, k", (params["m"], params["n"], params["k"]),

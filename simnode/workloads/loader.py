@@ -58,6 +58,9 @@ def split_sets(sets: list[str] | dict) -> tuple[dict, dict]:
 
 
 def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
+    for name, path in (("TOPOLOGY", topology_path), ("WORKLOAD", workload_path)):
+        if not str(path).strip():
+            raise ConfigError(f"the {name} argument", "", str(path), f"a {name.lower()} YAML file path (it is empty)")
     work_sets, topo_sets = split_sets(list(sets) if not isinstance(sets, dict) else sets)
     topo_raw = load_topology_raw(topology_path)
     topo_src = str(topology_path)
