@@ -281,3 +281,8 @@ def test_output_paths_a_probe_must_not_disturb(cli, topology_path, small_gemm, t
     reader.join(timeout=60)
     assert res.code == 0, res.err
     assert got and got[0].startswith(b"{") or got[0].startswith(b"[")
+
+
+def test_a_rate_too_small_to_time(cli, user_error, topology_path, small_gemm):
+    user_error(cli("run", topology_path, small_gemm(), "--set", "topology.chip.memory.hbm_bandwidth_GBps=5e-324"),
+               "hbm_bandwidth_GBps", "at least 1e-12", nothing_ran=True)

@@ -19,6 +19,11 @@ from simnode.errors import ConfigError
 _MISSING = object()
 
 
+#: the smallest value a positive field takes: 1e-12 GB/s, GHz or MiB is already absurd, and
+#: below ~1e-300 a transfer's time is infinite, which would read as a deadlock at t = inf
+MIN_POSITIVE = 1e-12
+
+
 class _DuplicateKey(Exception):
     def __init__(self, key, line: int):
         self.key, self.line = key, line
@@ -119,6 +124,9 @@ class Reader:
             raise self.error(key, value, "a finite number")
         if positive and not value > 0:
             raise self.error(key, value, "a number greater than 0")
+        if positive and value < MIN_POSITIVE:   # a rate so small that times overflow to inf
+            raise self.error(key, value, f"a number of at least {MIN_POSITIVE:g} (smaller rates "
+                                         f"and sizes overflow the simulated clock)")
         if min_value is not None and value < min_value:
             raise self.error(key, value, f"a number >= {min_value}")
         if max_value is not None and value > max_value:
