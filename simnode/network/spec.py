@@ -38,7 +38,7 @@ CLOS_ONLY_KEYS = ("leaf_radix", "spine_radix", "num_spines", "oversubscription",
                   "hop_latency_ns")
 #: supernode keys a topology file may leave out (defaults), which --set may still add
 OPTIONAL_KEYS = ("shape", "spine_radix", "urma_payload_GBps", "urma_context_cache_entries",
-                 "urma_context_miss_ns") + CLOS_ONLY_KEYS
+                 "urma_context_miss_ns", "urma_wqe_ns_per_peer") + CLOS_ONLY_KEYS
 MAX_RANKS = 8192        # facts 1.5, S10: the Atlas 950 SuperPoD has 8192 NPUs
 #: the largest switch radix or port count accepted: 8x the 512-port switch ASICs of today,
 #: room for any what-if while keeping the shape checks (a loop over ports) instant
@@ -71,6 +71,9 @@ class SupernodeSpec:
     #: engine stall per WQE whose peer context is not cached, moving no payload meanwhile
     #: (ns); 0 = contexts always at hand (no such cost is published, facts 5.5)
     urma_context_miss_ns: float = 0.0
+    #: engine stall per WQE per peer the rank posts to, moving no payload meanwhile (ns;
+    #: what-if, the other shape besides the cache; 0 = none, no such cost is published)
+    urma_wqe_ns_per_peer: float = 0.0
     shape: str = "clos"               #: "clos" or "full_mesh" (module docstring)
     source: str = field(default="", compare=False)   #: file it was read from
 
@@ -146,6 +149,14 @@ class SupernodeSpec:
             return 0.0
         return max(0.0, 1.0 - self.urma_context_cache_entries / peers)
 
+    def wqe_stall_ns(self, peers: int) -> float:
+        """Mean engine stall per WQE (ns) of a rank posting to ``peers`` peers, from the two
+        what-ifs: a peer-context miss (``context_miss_fraction`` x ``urma_context_miss_ns``)
+        and a cost that grows with every peer (``peers`` x ``urma_wqe_ns_per_peer``, the shape
+        of, e.g., an engine that walks per-peer state for each WQE). 0 in shipped topologies."""
+        return (self.context_miss_fraction(peers) * self.urma_context_miss_ns
+                + max(peers, 0) * self.urma_wqe_ns_per_peer)
+
 
 def _up_ports(down_ports: int, oversubscription: float) -> int:
     return math.ceil(down_ports / oversubscription - 1e-9)
@@ -160,10 +171,11 @@ def check_shape(spec: SupernodeSpec) -> None:
 
     if spec.port_bandwidth_GBps <= 0:
         raise err("port_bandwidth_GBps", spec.port_bandwidth_GBps, "a number greater than 0")
-    if spec.urma_context_miss_ns > 0 and spec.urma_payload_GBps <= 0:
-        raise err("urma_context_miss_ns", spec.urma_context_miss_ns,
-                  "0 unless supernode.urma_payload_GBps > 0: a miss stalls the engine's payload "
-                  "stream, which only exists when the URMA ceiling is modeled")
+    for key, what in (("urma_context_miss_ns", "a miss"), ("urma_wqe_ns_per_peer", "the cost")):
+        if getattr(spec, key) > 0 and spec.urma_payload_GBps <= 0:
+            raise err(key, getattr(spec, key),
+                      f"0 unless supernode.urma_payload_GBps > 0: {what} stalls the engine's "
+                      "payload stream, which only exists when the URMA ceiling is modeled")
     if spec.shape not in SHAPES:
         raise err("shape", spec.shape, "one of " + ", ".join(map(repr, SHAPES)))
     if spec.shape == "full_mesh":
@@ -238,6 +250,7 @@ def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
         urma_payload_GBps=r.number("urma_payload_GBps", min_value=0, default=0.0),
         urma_context_cache_entries=r.integer("urma_context_cache_entries", min_value=0, default=0),
         urma_context_miss_ns=r.number("urma_context_miss_ns", min_value=0, default=0.0),
+        urma_wqe_ns_per_peer=r.number("urma_wqe_ns_per_peer", min_value=0, default=0.0),
         shape=shape,
         source=source,
     )

@@ -17,6 +17,8 @@ weight per wire byte, so contention with the links is max-min fair):
   peer context misses the engine's cache (``spec.context_miss_fraction(peers)`` of them,
   ``peers`` = how many peers the sender posts to) stalls the engine for that long, time
   in which it moves no payload: ``miss_ns x urma_payload_GBps`` bytes of send-side work;
+  likewise, off unless ``spec.urma_wqe_ns_per_peer`` > 0, every WQE stalls it for
+  ``peers x urma_wqe_ns_per_peer`` (``spec.wqe_stall_ns(peers)`` is the sum of the two);
 - any ``extra`` resources with their total ``extra_units`` of work.
 
 DeepEP (``simnode.moe.deepep``) and the transport microbenchmark
@@ -53,7 +55,7 @@ class RankEndpoints:
         res = (self.hbm[src], self.hbm[dst], self.urma[src])
         work = (payload_bytes + descriptor_bytes, payload_bytes, wqes * self.spec.wqe_processing_ns)
         if self.tx is not None:
-            stall = wqes * self.spec.context_miss_fraction(peers) * self.spec.urma_context_miss_ns
+            stall = wqes * self.spec.wqe_stall_ns(peers)
             tx_work = payload_bytes + stall * self.spec.urma_payload_GBps   # 1 GB/s = 1 B/ns
             res, work = res + (self.tx[src], self.rx[dst]), work + (tx_work, payload_bytes)
         res, work = nonzero(res + tuple(extra), work + tuple(extra_units))

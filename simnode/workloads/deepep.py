@@ -189,7 +189,9 @@ def _result(name, topology, plan, runs, util) -> Result:
                                             for n, b, u in pr.hottest]
         details[f"{kind}_chip_util_frac"] = pr.resources
         details[f"{kind}_chip_busiest"] = pr.busiest
-        details[f"{kind}_urma_context_miss_frac"] = _miss_frac(topology.supernode, plan, kind)
+        miss, stall = _what_if_stalls(topology.supernode, plan, kind)
+        details[f"{kind}_urma_context_miss_frac"] = miss
+        details[f"{kind}_urma_wqe_stall_ns"] = stall
         details[f"{kind}_solver_recomputes"] = pr.solver_recomputes
         details[f"{kind}_link_util"] = util[kind]
         hbm_util = max(hbm_util, pr.resources["hbm"])
@@ -202,14 +204,18 @@ def _result(name, topology, plan, runs, util) -> Result:
                   hbm_util, sum(pr.bound_ns for pr in runs.values()), details)
 
 
-def _miss_frac(spec, plan, kind: str) -> float:
-    """Mean over sending ranks of the WQE share that misses the what-if peer-context cache
-    (0 unless supernode.urma_context_miss_ns is set): dispatch posts along pair_tokens,
-    combine back along its transpose."""
+def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
+    """Means over sending ranks of the WQE share that misses the what-if peer-context cache
+    and of the what-if engine stall per WQE in ns (both 0 unless supernode.
+    urma_context_miss_ns or urma_wqe_ns_per_peer is set): dispatch posts along
+    pair_tokens, combine back along its transpose."""
     pairs = plan.pair_tokens if kind == "dispatch" else plan.pair_tokens.T
     remote = (pairs > 0) & ~np.eye(len(pairs), dtype=bool)
-    fracs = [spec.context_miss_fraction(int(n)) for n in remote.sum(axis=1) if n]
-    return float(np.mean(fracs)) if fracs else 0.0
+    peers = [int(n) for n in remote.sum(axis=1) if n]
+    if not peers:
+        return 0.0, 0.0
+    return (float(np.mean([spec.context_miss_fraction(n) for n in peers])),
+            float(np.mean([spec.wqe_stall_ns(n) for n in peers])))
 
 
 KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",

@@ -74,6 +74,8 @@ def test_oversubscription_sets_leaf_shape():
     ("urma_context_cache_entries", -1, ">= 0"),
     ("urma_context_cache_entries", 2.5, "an integer"),
     ("urma_context_miss_ns", -3, ">= 0"),
+    ("urma_wqe_ns_per_peer", -0.1, ">= 0"),
+    ("urma_wqe_ns_per_peer", "slow", "a number"),
 ])
 def test_bad_values_name_file_key_and_value(key, value, expected):
     msg = error_of(**{key: value})
@@ -137,6 +139,24 @@ def test_context_miss_needs_the_urma_ceiling():
     msg = error_of(urma_context_miss_ns=10, urma_payload_GBps=0)
     assert SRC in msg and "supernode.urma_context_miss_ns = 10" in msg
     assert "unless supernode.urma_payload_GBps > 0" in msg
+
+
+def test_per_peer_wqe_cost_needs_the_urma_ceiling():
+    msg = error_of(urma_wqe_ns_per_peer=0.5, urma_payload_GBps=0)
+    assert SRC in msg and "supernode.urma_wqe_ns_per_peer = 0.5" in msg
+    assert "unless supernode.urma_payload_GBps > 0" in msg
+
+
+def test_wqe_stall_adds_the_cache_misses_and_the_per_peer_cost():
+    assert load().wqe_stall_ns(127) == 0.0                           # shipped: both off
+    linear = load(urma_wqe_ns_per_peer=0.08)
+    assert linear.wqe_stall_ns(7) == pytest.approx(0.56)              # grows from the first peer
+    assert linear.wqe_stall_ns(127) == pytest.approx(10.16)
+    cache = load(urma_context_cache_entries=32, urma_context_miss_ns=10)
+    assert cache.wqe_stall_ns(31) == 0.0                              # nothing until it overflows
+    assert cache.wqe_stall_ns(127) == pytest.approx(10 * 95 / 127)
+    both = load(urma_context_cache_entries=32, urma_context_miss_ns=10, urma_wqe_ns_per_peer=0.08)
+    assert both.wqe_stall_ns(127) == pytest.approx(10 * 95 / 127 + 10.16)
 
 
 def test_context_miss_fraction_is_the_uncached_share_of_peers():

@@ -116,6 +116,19 @@ def test_peer_context_cache_what_if_reports_its_miss_share(deepep):
         assert what[f"{kind}_GBps"] < base[f"{kind}_GBps"]
 
 
+def test_per_peer_wqe_cost_what_if_reports_its_stall(deepep):
+    """Off by default; at 0.1 ns per peer and 15 peers per rank every WQE stalls the engine
+    for 1.5 ns in both kernels, and both get slower."""
+    base = ok_json(deepep("--set", "num_ranks=16"))
+    what = ok_json(deepep("--set", "num_ranks=16",
+                          "--set", "topology.supernode.urma_wqe_ns_per_peer=0.1"))
+    for kind in ("dispatch", "combine"):
+        assert base[f"{kind}_urma_wqe_stall_ns"] == 0.0
+        assert what[f"{kind}_urma_wqe_stall_ns"] == pytest.approx(1.5)
+        assert what[f"{kind}_urma_context_miss_frac"] == 0.0
+        assert what[f"{kind}_GBps"] < base[f"{kind}_GBps"]
+
+
 def test_trace_shows_the_reduction_window_where_hbm_is_full_and_urma_slowed(deepep, tmp_path):
     path = tmp_path / "combine.json"
     res = deepep("--set", "num_ranks=8", "--set", "tokens_per_rank=2048", "--set", "phase=combine",

@@ -148,6 +148,15 @@ def test_uncached_peer_contexts_stall_each_put(transport):
     assert stalled == pytest.approx(base + 7 * 64 * 100, rel=0.01)
 
 
+def test_per_peer_wqe_cost_stalls_each_put_by_the_peer_count(transport):
+    """What-if linear shape: an 8-rank all-to-all posts to 7 peers, so each of a rank's
+    7 x 64 WQEs stalls the engine for 7 x 2 ns."""
+    sets = ("--set", "messages_per_peer=64", "--set", "bytes_per_peer=4194304")
+    base = ok_json(transport(*sets))["transport_ns"]
+    stalled = ok_json(transport(*sets, "--set", "topology.supernode.urma_wqe_ns_per_peer=2"))
+    assert stalled["transport_ns"] == pytest.approx(base + 7 * 64 * 7 * 2, rel=0.01)
+
+
 # -- user errors -------------------------------------------------------------------------------
 def test_unknown_pattern(transport, user_error):
     user_error(transport("--set", "pattern=broadcast"), "workloads/transport-alltoall.yaml",
