@@ -6,7 +6,7 @@ runs one workload and prints its result as a table (or one JSON object).
 processes and prints a table (``--json``: a list of result objects).
 ``--out DIR`` (run and sweep) also writes the output folder of ``simnode.outdir``.
 ``simnode validate`` runs every published case and prints model vs published (exit 1
-if any case leaves its tolerance).
+if any case leaves its tolerance; ``--json``: one object with a row per case).
 ``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
 chip workload would run, without running them.
 ``simnode report DIR`` and ``simnode regress`` live in ``simnode/commands/``.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import sys
 
 import importlib
@@ -70,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
     val.add_argument("--only", action="append", default=[], metavar="PATTERN",
                      help="run only cases whose id matches this glob (deepep-*); repeatable")
+    val.add_argument("--json", action="store_true",
+                     help="print one JSON object (a row per case, then the summary); same exit code")
     sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")
     _add_common(sched)
     sched.add_argument("--core", type=int, default=0, help="which core to list (default: 0)")
@@ -151,10 +154,10 @@ def cmd_sweep(args) -> int:
 
 def cmd_validate(args) -> int:
     from simnode.regress import select
-    from simnode.validate import cases_path, format_cases, load_cases, run_cases
+    from simnode.validate import cases_json, cases_path, format_cases, load_cases, run_cases
     cases = select(load_cases(cases_path(args.cases)), args.only)
     rows = run_cases(cases, sets=args.sets, jobs=args.jobs)
-    print(format_cases(rows))
+    print(json.dumps(cases_json(rows), indent=2) if args.json else format_cases(rows))
     return 0 if all(r.ok for r in rows) else 1
 
 

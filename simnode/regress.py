@@ -324,6 +324,17 @@ def format_rows(rows: list[FigureRow]) -> str:
     return "\n".join(lines)
 
 
+def rows_json(rows: list[FigureRow]) -> dict:
+    """The diff table as one JSON object: a row per figure and the drifted ones."""
+    return {
+        "figures": [{"scenario": r.scenario, "figure": r.figure, "baseline": r.baseline,
+                     "now": r.now, "change_frac": r.change_frac, "tolerance_frac": r.tolerance,
+                     "status": r.status} for r in rows],
+        "scenarios": len({r.scenario for r in rows}),
+        "drifted": [f"{r.scenario}/{r.figure}" for r in rows if r.drifted],
+    }
+
+
 def baseline_record(sfile: ScenarioFile, scenario: Scenario, kind: str, figures: dict,
                     result: dict) -> dict:
     """The baseline file's record of a scenario (every figure must be in the result)."""

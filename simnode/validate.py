@@ -226,3 +226,19 @@ def format_cases(rows: list[CaseResult]) -> str:
     lines.append(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max |error| {100 * max(errs):.1f}%, "
                  f"{sum(r.ok for r in rows)} of {len(rows)} within tolerance")
     return "\n".join(lines)
+
+
+def cases_json(rows: list[CaseResult]) -> dict:
+    """The table as one JSON object: a row per case (fractions, not %) and the summary."""
+    errs = [abs(r.error_frac) for r in rows]
+    return {
+        "cases": [{"id": r.case.id, "metric": r.case.metric, "model": r.model,
+                   "published": r.case.published, "error_frac": r.error_frac,
+                   "tolerance_frac": r.case.tolerance, "within": r.ok, "source": r.case.source,
+                   "topology": r.case.topology, "workload": r.case.workload,
+                   "set": list(r.case.sets)} for r in rows],
+        "mean_abs_error_frac": sum(errs) / len(errs),
+        "max_abs_error_frac": max(errs),
+        "within": sum(r.ok for r in rows),
+        "total": len(rows),
+    }

@@ -69,6 +69,22 @@ def test_a_perturbed_topology_parameter_exits_1_naming_the_moved_figures(cli, fo
     assert lines["makespan_ns"].endswith("DRIFT") and lines["tflops"].endswith("DRIFT")
 
 
+def test_json_lists_every_figure_and_names_the_drifted_ones(cli, folder):
+    _recorded(cli, folder)
+    res = cli("regress", "--baselines", folder, "--json")
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    assert out["scenarios"] == 1 and out["drifted"] == []
+    assert {r["figure"]: r["status"] for r in out["figures"]} == {
+        "makespan_ns": "same", "tflops": "same", "bottleneck": "same"}
+    res = cli("regress", "--baselines", folder, "--json", "--set", "topology.chip.aic_freq_GHz=0.825")
+    assert res.code == 1                                   # the same exit code as the table
+    out = json.loads(res.out)                              # and nothing but the JSON on stdout
+    assert {"small-gemm/makespan_ns", "small-gemm/tflops"} <= set(out["drifted"])
+    row = next(r for r in out["figures"] if r["figure"] == "makespan_ns")
+    assert row["status"] == "DRIFT" and row["change_frac"] > 0.5 and row["tolerance_frac"] == 0.01
+
+
 def test_update_rewrites_a_moved_baseline(cli, folder):
     _recorded(cli, folder)
     before = json.loads((folder / "small-gemm.json").read_text())["figures"]["makespan_ns"]["value"]

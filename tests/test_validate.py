@@ -58,6 +58,21 @@ def test_a_perturbed_hardware_parameter_exits_1(tmp_path, capsys):
     assert "NO" in capsys.readouterr().out
 
 
+def test_json_has_a_row_per_case_and_the_summary(tmp_path, capsys):
+    _cases(tmp_path, 1.0)
+    model = _model_makespan(tmp_path, capsys)
+    path = _cases(tmp_path, model * 1.1)            # the model is 9.1% below: outside 5%
+    assert main(["validate", "--cases", str(path), "--jobs", "1", "--json"]) == 1
+    import json
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["cases"]
+    assert row["id"] == "small-gemm" and row["metric"] == "makespan_ns" and row["model"] == model
+    assert row["error_frac"] == pytest.approx(1 / 1.1 - 1) and row["within"] is False
+    assert row["tolerance_frac"] == 0.05 and row["set"] == []
+    assert out["within"] == 0 and out["total"] == 1
+    assert out["max_abs_error_frac"] == out["mean_abs_error_frac"] == pytest.approx(1 - 1 / 1.1)
+
+
 def test_shipped_case_file_loads():
     cases = load_cases(ROOT / "validation" / "published.yaml")
     assert {c.metric for c in cases} >= {"tflops", "dispatch_GBps", "combine_GBps"}

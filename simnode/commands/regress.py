@@ -1,10 +1,10 @@
 """``simnode regress``: recompute every golden scenario and diff it against its baseline.
 
 ``simnode regress [--baselines DIR] [--only PATTERN ...] [--set KEY=VALUE ...] [--jobs N]
-[--update]`` reads DIR/scenarios.yaml (default: traces/baselines/ of this checkout),
+[--update] [--json]`` reads DIR/scenarios.yaml (default: traces/baselines/ of this checkout),
 checks every selected scenario's inputs and baseline file before running anything, runs
 the scenarios in parallel worker processes and prints the diff table (scenario, figure,
-baseline, now, change %, tolerance, status).
+baseline, now, change %, tolerance, status; ``--json``: one object with a row per figure).
 
 Exit codes: 0 when no figure moved beyond its tolerance, 1 when one did (the summary
 names them), 2 for bad input (a pattern matching no scenario, a missing, unreadable or stale
@@ -40,6 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
     p.add_argument("--update", action="store_true",
                    help="show the diff, then rewrite the selected baselines from this run")
+    p.add_argument("--json", action="store_true",
+                   help="print the diff as one JSON object (a row per figure); same exit code")
     p.set_defaults(func=cmd_regress)
 
 
@@ -66,7 +68,8 @@ def cmd_regress(args) -> int:
     from simnode.parallel import run_all
     from simnode.regress import (SCENARIOS_FILE, StaleFigures, baseline_path, baseline_record,
                                  check_figures, check_writable, compare, format_rows, load_baseline,
-                                 load_scenarios, resolve_figures, select, write_baselines)
+                                 load_scenarios, resolve_figures, rows_json, select,
+                                 write_baselines)
     from simnode.validate import in_entry
     from simnode.workloads.loader import load_inputs
 
@@ -110,13 +113,15 @@ def cmd_regress(args) -> int:
                    for sc, kind, figures, _, task in plans]
     rows = [row for sc, _, figures, baseline, task in plans
             for row in compare(sc, figures, baseline, results[task])]
-    print(format_rows(rows))
+    print(json.dumps(rows_json(rows), indent=2) if args.json else format_rows(rows))
     if args.update:
         write_baselines(folder, records)
-        print(f"recorded {len(plans)} baselines in {folder}")
+        if not args.json:
+            print(f"recorded {len(plans)} baselines in {folder}")
         return 0
     if any(r.drifted for r in rows):
-        print("a modeled figure moved: if the change is intended, record it with "
-              "`simnode regress --update` (and say why in the commit)")
+        if not args.json:
+            print("a modeled figure moved: if the change is intended, record it with "
+                  "`simnode regress --update` (and say why in the commit)")
         return 1
     return 0
