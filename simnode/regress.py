@@ -327,9 +327,11 @@ def format_rows(rows: list[FigureRow]) -> str:
 def rows_json(rows: list[FigureRow]) -> dict:
     """The diff table as one JSON object: a row per figure and the drifted ones."""
     return {
+        # change_frac null: not two numbers, or a move away from a baseline of 0 (infinite)
         "figures": [{"scenario": r.scenario, "figure": r.figure, "baseline": r.baseline,
-                     "now": r.now, "change_frac": r.change_frac, "tolerance_frac": r.tolerance,
-                     "status": r.status} for r in rows],
+                     "now": r.now, "tolerance_frac": r.tolerance, "status": r.status,
+                     "change_frac": r.change_frac if r.change_frac is not None
+                     and math.isfinite(r.change_frac) else None} for r in rows],
         "scenarios": len({r.scenario for r in rows}),
         "drifted": [f"{r.scenario}/{r.figure}" for r in rows if r.drifted],
     }

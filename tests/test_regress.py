@@ -163,6 +163,14 @@ def test_figure_paths_reach_nested_records():
     assert figure_value(result, "links.1.link") is figure_value(result, "nope")
 
 
+def test_json_rows_stay_strict_json_when_a_zero_baseline_moves():
+    from simnode.regress import rows_json
+    out = rows_json([FigureRow("s", "x", 0.0, 1.0, 0.01), FigureRow("s", "b", "cube", "cube", 0.0)])
+    json.dumps(out, allow_nan=False)                       # no Infinity in the output
+    assert [r["change_frac"] for r in out["figures"]] == [None, None]
+    assert out["drifted"] == ["s/x"]
+
+
 def test_row_status():
     assert FigureRow("s", "f", 100.0, 100.5, 0.01).status == "ok"
     assert FigureRow("s", "f", 100.0, 102.0, 0.01).status == "DRIFT"
