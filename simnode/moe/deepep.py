@@ -218,7 +218,7 @@ class DeepEPSim:
         # slot assignment (S6: local_copy_ready), copies the self-rank tokens GM->UB->GM into
         # their receive slots (step 5)
         s = env.now
-        sqes = int(plan.aiv_sqes[r].sum(axis=1).max())
+        sqes = int(plan.aiv_sqes_max[r])
         sqe_write = self._local((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
         own = int(plan.pair_tokens[r, r]) * (sz.hidden_row_bytes + sz.metadata_bytes)
         self_copies = self._local((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]), (own, own, 2 * own))
@@ -237,10 +237,11 @@ class DeepEPSim:
         if self.send_order == "jetty_fifo":
             # each AIV's Jetty sends its peers' SQEs in order, peers from r + AIV + 1 on as
             # combine visits them (facts 4.3; dispatch's SQ order is not described)
+            toks, sqes = plan.aiv_tokens[r], plan.aiv_sqes_of(r)
             yield env.all_of([env.process(self._jetty(r, a, [
-                (d, int(plan.aiv_tokens[r, a, d]) * sz.dispatch_wire_bytes,
-                 int(plan.aiv_sqes[r, a, d]) * sz.sqe_bytes, int(plan.aiv_sqes[r, a, d]))
-                for d in rotation(r, a, R) if plan.aiv_tokens[r, a, d] > 0], len(peers)))
+                (d, int(toks[a, d]) * sz.dispatch_wire_bytes,
+                 int(sqes[a, d]) * sz.sqe_bytes, int(sqes[a, d]))
+                for d in rotation(r, a, R) if toks[a, d] > 0], len(peers)))
                 for a in range(A)])
         else:
             sends = []
@@ -268,32 +269,34 @@ class DeepEPSim:
         s = env.now
         work = []
         for r in range(R):
-            if plan.combine_tokens[d, :, r].sum() == 0:
+            if plan.pair_tokens[r, d] == 0:
                 continue
             res, units = self._reduction(d, r)
             if max(units) > 0:
                 work.append(self._local(res, units))
         # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4), or after all
         # of its tokens if it has fewer: pipeline fill
+        rows_of_aiv = plan.combine_tokens_of(d)                       # [a, r]
         fill_tokens = min(p.combine_task_tokens * p.combine_doorbell_tasks,
-                          int(plan.combine_tokens[d].sum(axis=1).max()))
-        rows = plan.reduce_rows[d].sum() / max(1, plan.combine_tokens[d].sum())
+                          int(rows_of_aiv.sum(axis=1).max()))
+        rows = plan.reduce_rows[d].sum() / max(1, plan.pair_tokens[:, d].sum())
         yield env.timeout(self._reduce_ns_one_aiv(fill_tokens, rows)
                           + p.combine_doorbell_tasks * c.vf_launch_ns + self.spec.doorbell_ns)
         t.mark("pipeline fill", s, env.now)
         s = env.now
-        returns = {r: int(plan.combine_tokens[d, :, r].sum()) for r in range(R) if r != d}
+        returns = {r: int(plan.pair_tokens[r, d]) for r in range(R) if r != d}
         peers = [r for r, n in returns.items() if n > 0]  # self rows: reduced into the recv buffer
         if self.send_order == "jetty_fifo":
             # each AIV's Jetty: one task of <= 8 tokens per peer in turn, peers round-robin
             # from d + AIV + 1, then the next round of tasks (facts 4.3 steps 2-3)
             task = p.combine_task_tokens
+            tasks_of_aiv = plan.combine_tasks_of(d)
             for a in range(plan.params.num_aiv):
-                order = [r for r in rotation(d, a, R) if plan.combine_tokens[d, a, r] > 0]
+                order = [r for r in rotation(d, a, R) if rows_of_aiv[a, r] > 0]
                 msgs = []
-                for k in range(int(plan.combine_tasks[d, a].max(initial=0))):
+                for k in range(int(tasks_of_aiv[a].max(initial=0))):
                     for r in order:
-                        n = min(task, int(plan.combine_tokens[d, a, r]) - k * task)
+                        n = min(task, int(rows_of_aiv[a, r]) - k * task)
                         if n > 0:
                             msgs.append((r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes, n))
                 work.append(env.process(self._jetty(d, a, msgs, len(peers))))
@@ -334,9 +337,9 @@ class DeepEPSim:
             # a self token with one local row is still copied GM->UB->GM into the receive
             # buffer (S6 combine_impl: load_next_token + store_last_token when is_local);
             # only a remote one is sent straight from x; a copy has no vector adds
-            singles = int(plan.combine_tokens[d, :, d].sum()) - toks
+            singles = int(plan.pair_tokens[d, d]) - toks
             rows, toks = rows + singles, toks + singles
-        tasks = int(plan.combine_tasks[d, :, r].sum())
+        tasks = int(plan.combine_pair_tasks[d, r])
         res = (self.r_mte2[d], self.r_mte3[d], self.r_vec[d], self.r_aiv[d], self.r_hbm[d])
         units = (rows * row, toks * row, added,
                  tasks * c.vf_launch_ns, (rows + toks) * row)

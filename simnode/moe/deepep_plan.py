@@ -82,13 +82,15 @@ def record_sizes(p: DeepEPParams) -> RecordSizes:
 
 @dataclass(frozen=True)
 class DeepEPPlan:
-    """Counts per (source rank, AIV, destination rank); [r, a, d] arrays are int64."""
+    """Counts per (source rank, AIV, destination rank). Only ``aiv_tokens`` is stored
+    [r, a, d] (int32: 256 MB at EP1024); SQEs and combine rows per AIV follow from it and
+    are derived per rank (``aiv_sqes_of``, ``combine_tokens_of``) or reduced to [r, d],
+    so a large EP size does not hold several [R, A, R] arrays at once."""
     params: DeepEPParams
     sizes: RecordSizes
-    aiv_tokens: np.ndarray        #: dispatch: tokens AIV a of rank r sends to rank d (d == r: local copy)
-    aiv_sqes: np.ndarray          #: dispatch: SQEs AIV a of rank r posts for rank d (0 for d == r)
-    combine_tokens: np.ndarray    #: combine: [d, a, r] rows AIV a of owner d returns to rank r
-    combine_tasks: np.ndarray     #: combine: [d, a, r] tasks of <= 8 tokens
+    aiv_tokens: np.ndarray        #: int32 [r, a, d] tokens AIV a of rank r sends to rank d (d == r: local copy)
+    pair_sqes: np.ndarray         #: [r, d] SQEs rank r posts for rank d, summed over its AIVs (0 for d == r)
+    aiv_sqes_max: np.ndarray      #: [r] SQEs of rank r's busiest AIV, over all its peers
     reduce_tokens: np.ndarray     #: combine: [d, r] tokens from r with >= 2 experts on d (reduced)
     reduce_rows: np.ndarray       #: combine: [d, r] expert rows those reductions read
     expert_tokens: np.ndarray     #: [e] (token, expert) entries received by expert e
@@ -96,16 +98,59 @@ class DeepEPPlan:
     @cached_property
     def pair_tokens(self) -> np.ndarray:
         """[r, d] tokens rank r dispatches to rank d (diagonal: self-rank copies)."""
-        return self.aiv_tokens.sum(axis=1)
+        return self.aiv_tokens.sum(axis=1, dtype=np.int64)
+
+    def aiv_sqes_of(self, r: int) -> np.ndarray:
+        """[a, d] SQEs AIV a of rank r posts for rank d: ceil(tokens / 6), none to itself."""
+        return _sqes(self.aiv_tokens[r], r, self.params.tokens_per_sqe)
+
+    def combine_tokens_of(self, d: int) -> np.ndarray:
+        """[a, r] rows AIV a of owner d returns to rank r: d's tokens from r strided over its
+        AIVs from AIV (r mod A) on (facts 4.3 step 2), so they differ by at most one."""
+        A = self.params.num_aiv
+        n = self.pair_tokens[:, d]                                   # [r]
+        offset = (np.arange(A)[:, None] - np.arange(n.size)[None, :] % A) % A   # [a, r]
+        return n // A + (offset < n % A)
+
+    def combine_tasks_of(self, d: int) -> np.ndarray:
+        """[a, r] tasks of <= 8 rows AIV a of owner d posts for rank r."""
+        return -(-self.combine_tokens_of(d) // self.params.combine_task_tokens)
 
     @cached_property
-    def pair_sqes(self) -> np.ndarray:
-        return self.aiv_sqes.sum(axis=1)
+    def combine_pair_tasks(self) -> np.ndarray:
+        """[d, r] tasks owner d posts for rank r over all its AIVs: of the A AIVs, n mod A
+        carry n // A + 1 rows and the others n // A (``combine_tokens_of``)."""
+        A, task = self.params.num_aiv, self.params.combine_task_tokens
+        n = self.pair_tokens.T
+        base, extra = n // A, n % A
+        return extra * -(-(base + 1) // task) + (A - extra) * -(-base // task)
+
+    # whole [R, A, R] arrays, for tests and small studies (each call builds one)
+    @property
+    def aiv_sqes(self) -> np.ndarray:
+        return np.stack([self.aiv_sqes_of(r) for r in range(self.params.num_ranks)])
+
+    @property
+    def combine_tokens(self) -> np.ndarray:
+        """[d, a, r]"""
+        return np.stack([self.combine_tokens_of(d) for d in range(self.params.num_ranks)])
+
+    @property
+    def combine_tasks(self) -> np.ndarray:
+        """[d, a, r]"""
+        return np.stack([self.combine_tasks_of(d) for d in range(self.params.num_ranks)])
 
     def recv_tokens(self, include_self: bool = False) -> np.ndarray:
         """[d] tokens rank d receives in dispatch (= partial rows it sends in combine)."""
         m = self.pair_tokens
         return m.sum(axis=0) - (0 if include_self else np.diag(m))
+
+
+def _sqes(tokens: np.ndarray, rank: int, per_sqe: int) -> np.ndarray:
+    """[a, d] SQEs for one rank's [a, d] tokens: ceil(tokens / per_sqe), self-rank column 0."""
+    sqes = -(-tokens.astype(np.int64) // per_sqe)
+    sqes[:, rank] = 0                                           # self-rank tokens are not sent
+    return sqes
 
 
 def aiv_ranges(num_tokens: int, num_aiv: int) -> np.ndarray:
@@ -129,35 +174,36 @@ def token_destinations(topk: np.ndarray, experts_per_rank: int):
     return tok, dst, k_on
 
 
-def build_plan(topk_by_rank: list, p: DeepEPParams) -> DeepEPPlan:
-    """Counts of everything dispatch and combine move, from each rank's [T, k] expert ids."""
+def build_plan(topk_by_rank, p: DeepEPParams) -> DeepEPPlan:
+    """Counts of everything dispatch and combine move, from each rank's [T, k] expert ids
+    (any iterable, consumed once in rank order, so the routes need not all be in memory)."""
     R, A = p.num_ranks, p.num_aiv
     epr = p.num_experts // R
     starts = aiv_ranges(p.tokens_per_rank, A)
-    aiv_tokens = np.zeros((R, A, R), dtype=np.int64)
+    aiv_tokens = np.zeros((R, A, R), dtype=np.int32)           # <= tokens_per_rank each
+    pair_sqes = np.zeros((R, R), dtype=np.int64)
+    aiv_sqes_max = np.zeros(R, dtype=np.int64)
     reduce_tokens = np.zeros((R, R), dtype=np.int64)
     reduce_rows = np.zeros((R, R), dtype=np.int64)
     expert_tokens = np.zeros(p.num_experts, dtype=np.int64)
     aiv_of = np.repeat(np.arange(A), np.diff(np.append(starts, p.tokens_per_rank)))
+    ranks_seen = 0
     for r, topk in enumerate(topk_by_rank):
+        if r >= R:
+            raise ValueError(f"build_plan: routing for more than {R} ranks")
         tok, dst, k_on = token_destinations(topk, epr)
         aiv_tokens[r] = np.bincount(aiv_of[tok] * R + dst, minlength=A * R).reshape(A, R)
+        sqes = _sqes(aiv_tokens[r], r, p.tokens_per_sqe)
+        pair_sqes[r] = sqes.sum(axis=0)
+        aiv_sqes_max[r] = sqes.sum(axis=1).max(initial=0)
         multi = k_on >= 2
         reduce_tokens[:, r] = np.bincount(dst[multi], minlength=R)
         reduce_rows[:, r] = np.bincount(dst[multi], weights=k_on[multi], minlength=R).astype(np.int64)
-        expert_tokens += np.bincount(topk.reshape(-1), minlength=p.num_experts)
-    aiv_sqes = -(-aiv_tokens // p.tokens_per_sqe)
-    idx = np.arange(R)
-    aiv_sqes[idx, :, idx] = 0                                  # self-rank tokens are not sent
-    # combine: tokens of source r at owner d, strided over d's AIVs starting at AIV (r mod A)
-    pair = aiv_tokens.sum(axis=1)                              # [r, d]
-    base, extra = pair // A, pair % A                          # [r, d]
-    a = np.arange(A)
-    offset = (a[None, None, :] - (idx[:, None, None] % A)) % A   # [r, 1, A] position after rotation
-    comb = base[:, :, None] + (offset < extra[:, :, None])       # [r, d, A]
-    combine_tokens = np.transpose(comb, (1, 2, 0)).astype(np.int64)   # [d, a, r]
-    combine_tasks = -(-combine_tokens // p.combine_task_tokens)
-    return DeepEPPlan(p, record_sizes(p), aiv_tokens, aiv_sqes, combine_tokens, combine_tasks,
+        expert_tokens += np.bincount(np.asarray(topk).reshape(-1), minlength=p.num_experts)
+        ranks_seen += 1
+    if ranks_seen != R:
+        raise ValueError(f"build_plan: routing for {ranks_seen} ranks, expected {R}")
+    return DeepEPPlan(p, record_sizes(p), aiv_tokens, pair_sqes, aiv_sqes_max,
                       reduce_tokens, reduce_rows, expert_tokens)
 
 

@@ -169,8 +169,16 @@ def route_supernode(num_tokens: int, num_experts: int, top_k: int, num_ranks: in
                     policy: str = "uniform", seed: int = 0, **params) -> np.ndarray:
     """Every rank's routing, ``int32 [num_ranks, num_tokens, top_k]``; rank r as
     ``route(..., rank=r)``."""
-    return np.stack([route(num_tokens, num_experts, top_k, num_ranks, policy, seed, rank=r,
-                           **params) for r in range(num_ranks)])
+    return np.stack(list(iter_route_supernode(num_tokens, num_experts, top_k, num_ranks,
+                                              policy, seed, **params)))
+
+
+def iter_route_supernode(num_tokens: int, num_experts: int, top_k: int, num_ranks: int,
+                         policy: str = "uniform", seed: int = 0, **params):
+    """``route_supernode`` one rank at a time, so a large EP size need not hold every
+    rank's routing at once (1024 ranks x 16384 tokens x 6 = 400 MB)."""
+    for r in range(num_ranks):
+        yield route(num_tokens, num_experts, top_k, num_ranks, policy, seed, rank=r, **params)
 
 
 def dest_ranks_per_token(topk_ids: np.ndarray, num_experts: int, num_ranks: int) -> np.ndarray:
@@ -248,7 +256,7 @@ def load_routing_file(path: str | Path, num_tokens: int, num_experts: int, top_k
             data.close()
             raise ConfigError(src, "", "<an .npz archive>", "one array in .npy format (or name the file .npz)")
         one = _check_array(data, src, "", num_tokens, num_experts, top_k)
-        return np.repeat(one[None], num_ranks, axis=0)
+        return np.broadcast_to(one, (num_ranks,) + one.shape)   # the same array, not R copies
     if isinstance(data, np.ndarray):                # a single .npy array under a .npz name
         raise ConfigError(src, "", "<one .npy array>",
                           "an .npz archive of arrays rank0 .. rank{} (or name the file .npy)".format(num_ranks - 1))

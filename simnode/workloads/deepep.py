@@ -25,7 +25,7 @@ from simnode import units
 from simnode.errors import ConfigError
 from simnode.moe.deepep import SEND_ORDERS, DeepEPCosts, DeepEPSim
 from simnode.moe.deepep_plan import DeepEPParams, build_plan
-from simnode.moe.routing import load_routing_file, route_supernode
+from simnode.moe.routing import iter_route_supernode, load_routing_file
 from simnode.report.result import Result
 from simnode.workloads.registry import Field, WorkloadKind, register
 from simnode.workloads.supernode import link_util, with_num_ranks
@@ -109,26 +109,28 @@ def _check_routing(params, num_ranks: int, source: str) -> None:
                           f"at most num_experts - top_k = {e - k} hot experts, so that a token can "
                           f"pick {k} experts that are not hot")
     try:                                        # a few tokens run every argument check
-        build_routes({**params, "tokens_per_rank": min(4, params["tokens_per_rank"])}, num_ranks)
+        list(build_routes({**params, "tokens_per_rank": min(4, params["tokens_per_rank"])}, num_ranks))
     except ConfigError as exc:
         if exc.source != "routing":
             raise
         raise ConfigError(source, exc.key_path, exc.value, exc.expected, exc.hint) from None
 
 
-def build_routes(params, num_ranks: int) -> np.ndarray:
+def build_routes(params, num_ranks: int):
+    """Each rank's [tokens, top_k] expert ids, in rank order: the routing file's arrays, or
+    generated one rank at a time (an iterator, consumed once by ``build_plan``)."""
     args = (params["tokens_per_rank"], params["num_experts"], params["top_k"], num_ranks)
     policy = params["routing"]
     if policy == "file":
         if not params["routing_file"]:
             raise ConfigError("workload", "routing_file", "", "a .npy/.npz path when routing = file")
-        return load_routing_file(params["routing_file"], *args)
+        return iter(load_routing_file(params["routing_file"], *args))
     extra = {}
     if policy == "zipf":
         extra = {"zipf_exponent": params["zipf_exponent"]}
     elif policy == "hot":
         extra = {"hot_experts": list(range(params["hot_experts"])), "hot_share": params["hot_share"]}
-    return route_supernode(*args, policy=policy, seed=params["seed"], **extra)
+    return iter_route_supernode(*args, policy=policy, seed=params["seed"], **extra)
 
 
 def run(topology, params: dict, options=None, name: str = "deepep"):
@@ -139,7 +141,7 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
                       params["num_experts"], params["dispatch_dtype"], params["combine_dtype"],
                       num_aiv=chip.num_ai_cores * chip.aiv_per_core,
                       wqebb_bytes=topology.supernode.wqebb_bytes)
-    plan = build_plan(list(build_routes(params, R)), dp)
+    plan = build_plan(build_routes(params, R), dp)
     costs = DeepEPCosts(**{k: params[k] for k in _COST_FIELDS})
     phases = ("dispatch", "combine") if params["phase"] == "both" else (params["phase"],)
     from simnode.moe.deepep_trace import DeepEPTracer

@@ -119,6 +119,13 @@ def test_plan_counts_conserve_tokens(case):
     expect[idx, :, idx] = 0
     assert (plan.aiv_sqes == expect).all()
     assert (plan.aiv_sqes[idx, :, idx] == 0).all()
+    # the [r, d] and [r] reductions the timing model uses match the whole arrays
+    assert (plan.pair_sqes == plan.aiv_sqes.sum(axis=1)).all()
+    assert (plan.aiv_sqes_max == plan.aiv_sqes.sum(axis=2).max(axis=1)).all()
+    assert (plan.combine_pair_tasks == plan.combine_tasks.sum(axis=1)).all()
+    # a plan built from the routes as they are generated, one rank at a time, is the same
+    again = build_plan(iter(topk), p)
+    assert (again.aiv_tokens == plan.aiv_tokens).all() and (again.reduce_rows == plan.reduce_rows).all()
     # network receives exclude self-rank copies
     assert plan.recv_tokens().tolist() == (plan.pair_tokens.sum(axis=0)
                                            - np.diag(plan.pair_tokens)).tolist()
@@ -143,3 +150,11 @@ def test_sqes_pack_six_tokens_when_every_token_goes_to_one_peer(tokens):
     assert plan.pair_tokens.tolist() == [[0, tokens], [0, tokens]]
     assert plan.pair_sqes.tolist() == [[0, sum(math.ceil(n / 6) for n in per_aiv)], [0, 0]]
     assert plan.recv_tokens().tolist() == [0, tokens]      # rank 1's own tokens are local
+
+
+def test_build_plan_wants_one_routing_per_rank():
+    p = DeepEPParams(4, 8, hidden=256, top_k=1, num_experts=4)
+    with pytest.raises(ValueError, match="routing for 3 ranks, expected 4"):
+        build_plan([np.zeros((8, 1), dtype=np.int32)] * 3, p)
+    with pytest.raises(ValueError, match="more than 4 ranks"):
+        build_plan([np.zeros((8, 1), dtype=np.int32)] * 5, p)

@@ -35,7 +35,7 @@ def make_sim(num_ranks: int, tracer=None, send_order: str = "rank_peer", **field
                       prm["num_experts"], prm["dispatch_dtype"], prm["combine_dtype"],
                       num_aiv=chip.num_ai_cores * chip.aiv_per_core,
                       wqebb_bytes=inp.topology.supernode.wqebb_bytes)
-    plan = build_plan(list(build_routes(prm, num_ranks)), dp)
+    plan = build_plan(build_routes(prm, num_ranks), dp)
     costs = DeepEPCosts(**{k: prm[k] for k in ZERO_COSTS})
     return DeepEPSim(inp.topology, plan, costs, batch_window_ns=prm["batch_window_ns"],
                      tracer=tracer, send_order=send_order)
