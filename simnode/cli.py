@@ -108,7 +108,7 @@ def cmd_run(args) -> int:
         _check_output_path(args.trace, "--trace")
     if args.out is not None:
         check_out_dir(args.out, "run")
-    opts = RunOptions(args.trace, args.trace_scope)
+    opts = RunOptions(args.trace, args.trace_scope, progress=True)
     result = inputs.run(opts, name=_name(args.workload))
     shown, _ = split_series(result)        # link time series go to --out only
     print(to_json(shown) if args.json else format_table(shown))

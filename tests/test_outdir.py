@@ -152,3 +152,47 @@ def test_progress_bar_draws_only_on_a_terminal():
         bar.advance()
     text = tty.getvalue()
     assert "\rsweep [" in text and "2/2" in text and text.endswith("\n")
+
+
+def test_progress_update_passes_the_total_and_draws_the_last_count_on_close():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    tty = Tty()
+    bar = Progress(100, "EP8 dispatch, simulated/bound us", stream=tty)
+    for done in range(0, 131):          # a run passes its bound; redraws are throttled
+        bar.update(done)
+    bar.close()
+    text = tty.getvalue()
+    assert text.count("\r") < 20 and "130/100" in text.rsplit("\r", 1)[-1]
+    assert "[" + "#" * 30 + "]" in text and text.endswith("\n")
+
+
+def test_a_run_on_a_terminal_shows_simulated_time_against_the_bound(monkeypatch, topology_path,
+                                                                     gemm_workload_path, repo_root):
+    from simnode.report.result import to_json
+    from simnode.workloads.loader import load_inputs
+    from simnode.workloads.registry import RunOptions
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    sets = [s for s in SMALL if s != "--set"]
+    deepep = (repo_root / "topologies" / "atlas950-supernode.yaml",
+              repo_root / "workloads" / "deepep-normal.yaml", ["tokens_per_rank=512"])
+    for topo, work, extra, label in ((topology_path, gemm_workload_path, sets, "gemm, simulated/bound us"),
+                                     (*deepep, "EP8 combine, simulated/bound us")):
+        inputs = load_inputs(topo, work, extra)
+        quiet = to_json(inputs.run(RunOptions(), name="gemm"))
+        tty = Tty()
+        monkeypatch.setattr("sys.stderr", tty)
+        shown = to_json(inputs.run(RunOptions(progress=True), name="gemm"))
+        monkeypatch.undo()
+        assert shown == quiet                                   # the line changes no result
+        assert label in tty.getvalue() and tty.getvalue().endswith("\n")
+        # off a terminal, nothing is drawn
+        monkeypatch.setattr("sys.stderr", io.StringIO())
+        inputs.run(RunOptions(progress=True), name="x")
+        import sys
+        assert sys.stderr.getvalue() == ""
+        monkeypatch.undo()

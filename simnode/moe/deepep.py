@@ -121,7 +121,7 @@ class DeepEPSim:
 
     def __init__(self, topology, plan: DeepEPPlan, costs: DeepEPCosts, *,
                  batch_window_ns: float = 0.0, tracer=None, send_order: str = "rank_peer",
-                 jetty_jitter_ns: float = 0.0, seed: int = 0):
+                 jetty_jitter_ns: float = 0.0, seed: int = 0, on_progress=None):
         if send_order not in SEND_ORDERS:
             raise ValueError(f"send_order {send_order!r}; expected one of {SEND_ORDERS}")
         self.send_order = send_order
@@ -136,6 +136,8 @@ class DeepEPSim:
         self.costs = costs
         self.batch_window_ns = batch_window_ns
         self.tracer = tracer
+        #: callback(simulated_ns, bound_ns) after every rate solve, for a progress line
+        self.on_progress = on_progress
 
     # -- set-up ------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -369,6 +371,9 @@ class DeepEPSim:
         if self.tracer is not None:
             self.net.on_served = lambda tr: messages.append(
                 (tr.src, tr.dst, tr.start_ns, tr.served_ns + tr.latency_ns)) if tr.src is not None else None
+        if self.on_progress is not None:
+            bound = analytical_bound_ns(self._traffic(kind), self.spec)
+            self.net.on_rates = lambda now, _rates: self.on_progress(now, bound)
         procs = [self.env.process(body(r, times[r])) for r in range(R)]
         self.env.run()
         if not all(pr.triggered for pr in procs):
@@ -379,10 +384,7 @@ class DeepEPSim:
 
     def _result(self, kind: str, times: list) -> PhaseRun:
         plan, net, sz = self.plan, self.net, self.plan.sizes
-        pair = plan.pair_tokens if kind == "dispatch" else plan.pair_tokens.T
-        per_token = sz.dispatch_wire_bytes if kind == "dispatch" else sz.combine_wire_bytes
-        traffic = pair * per_token
-        np.fill_diagonal(traffic, 0)
+        traffic = self._traffic(kind)
         self._check_conservation(kind, traffic)
         net.sync()
         # both kernels count the rank's num_recv_tokens from dispatch (facts 2.4): the records
@@ -396,6 +398,14 @@ class DeepEPSim:
                         float(traffic.sum()), analytical_bound_ns(traffic, self.spec),
                         net.hottest_links(5), chip_util, chip_busiest, net.recomputes,
                         net.transfers_started)
+
+    def _traffic(self, kind: str) -> np.ndarray:
+        """[src, dst] payload bytes the kernel sends over the network (no self-rank copies)."""
+        sz = self.plan.sizes
+        pair = self.plan.pair_tokens if kind == "dispatch" else self.plan.pair_tokens.T
+        traffic = pair * (sz.dispatch_wire_bytes if kind == "dispatch" else sz.combine_wire_bytes)
+        np.fill_diagonal(traffic, 0)
+        return traffic
 
     def _check_conservation(self, kind: str, traffic: np.ndarray) -> None:
         """Every planned byte was sent exactly once (the network counts payload it carried)."""

@@ -14,33 +14,60 @@ import simpy
 from simnode.engine.fluid import FluidShare
 from simnode.engine.trace import NULL_TRACER, Tracer
 from simnode.hardware.chip import ChipRun, ChipSim
+from simnode.progress import Progress
 from simnode.workloads.registry import RunOptions
 
 
-def run_schedule(topology, schedule, options: RunOptions | None = None) -> ChipRun:
+def run_schedule(topology, schedule, options: RunOptions | None = None,
+                 bound_ns: float = 0.0, label: str = "chip") -> ChipRun:
+    """Run ``schedule``; with ``options.progress`` and a ``bound_ns``, a progress line of
+    simulated us against the bound on a terminal."""
     options = options or RunOptions()
     tracer = Tracer(options.trace_path, options.trace_scopes or None) if options.trace_path \
         else NULL_TRACER
+    clock = _ChipClock(label, bound_ns) if options.progress and bound_ns > 0 else None
+    if clock is not None and not clock.bar.enabled:
+        clock = None                        # not a terminal: no hook on the hot path
     try:
         env = simpy.Environment()
         share = FluidShare(env)
         sim = ChipSim(topology.chip, env, share, tracer, "chip0")
         counters = BandwidthCounters(tracer, "chip0", {sim.r_l2: "L2 bandwidth",
                                                         sim.r_hbm: "HBM bandwidth"})
-        if tracer.enabled:
-            share.on_rates = counters.update
+        hooks = ([counters.update] if tracer.enabled else []) + ([clock] if clock else [])
+        if len(hooks) == 1:
+            share.on_rates = hooks[0]
+        elif hooks:
+            share.on_rates = lambda now, rates: [h(now, rates) for h in hooks]
         run = sim.run(schedule)
         counters.flush()
         return run
     finally:
+        if clock is not None:
+            clock.bar.close()
         tracer.close()
+
+
+class _ChipClock:
+    """Progress of a chip run on a terminal: simulated us against the roofline bound, redrawn
+    once per 1% of the bound (the fluid share calls it on every rate change)."""
+
+    def __init__(self, label: str, bound_ns: float):
+        self.bar = Progress(max(1, round(bound_ns / 1000)), f"{label}, simulated/bound us")
+        self.step_ns = bound_ns / 100
+        self.next_ns = 0.0
+
+    def __call__(self, now_ns: float, _rates) -> None:
+        if now_ns >= self.next_ns:
+            self.next_ns = now_ns + self.step_ns
+            self.bar.update(int(now_ns / 1000))
 
 
 def chip_kind_result(name: str, kind: str, topology, schedule, options, bound: dict | None = None,
                      extra: dict | None = None):
     """Run ``schedule`` and return its Result; ``bound`` holds ``bound_ns`` and its terms."""
     from simnode.report.result import chip_result
-    run = run_schedule(topology, schedule, options)
+    run = run_schedule(topology, schedule, options, (bound or {}).get("bound_ns", 0.0), name)
     details = {k: v for k, v in schedule.meta.items() if k != "kind"}
     details.update(extra or {})
     bound = bound or {}

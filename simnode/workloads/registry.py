@@ -59,6 +59,7 @@ class RunOptions:
     """How to run (tracing); not part of the workload's identity."""
     trace_path: str | None = None
     trace_scopes: list = field(default_factory=list)
+    progress: bool = False      #: a progress line on stderr for long runs (drawn on a terminal only)
 
 
 _KINDS: dict[str, WorkloadKind] = {}

@@ -274,3 +274,17 @@ def test_balanced_rotation_keeps_in_order_dispatch_at_the_aggregate_rate():
 def test_unknown_send_order():
     with pytest.raises(ValueError, match="send_order 'lifo'"):
         make_sim(4, send_order="lifo")
+
+
+@pytest.mark.parametrize("kind", ["dispatch", "combine"])
+def test_progress_callback_sees_simulated_time_and_the_bound_and_changes_nothing(kind):
+    seen = []
+    quiet = make_sim(8, tokens_per_rank=1024).run(kind)
+    sim = make_sim(8, tokens_per_rank=1024)
+    sim.on_progress = lambda now, bound: seen.append((now, bound))
+    run = sim.run(kind)
+    assert run.kernel_ns.tolist() == quiet.kernel_ns.tolist()
+    assert len(seen) == run.solver_recomputes
+    times = [t for t, _ in seen]
+    assert times == sorted(times) and times[-1] <= run.kernel_ns.max()
+    assert {b for _, b in seen} == {run.bound_ns}
