@@ -278,9 +278,8 @@ class DeepEPSim:
                 work.append(self._local(res, units))
         # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4), or after all
         # of its tokens if it has fewer: pipeline fill
-        rows_of_aiv = plan.combine_tokens_of(d)                       # [a, r]
         fill_tokens = min(p.combine_task_tokens * p.combine_doorbell_tasks,
-                          int(rows_of_aiv.sum(axis=1).max()))
+                          int(plan.combine_tokens_of(d).sum(axis=1).max()))
         rows = plan.reduce_rows[d].sum() / max(1, plan.pair_tokens[:, d].sum())
         yield env.timeout(self._reduce_ns_one_aiv(fill_tokens, rows)
                           + p.combine_doorbell_tasks * c.vf_launch_ns + self.spec.doorbell_ns)
@@ -292,7 +291,7 @@ class DeepEPSim:
             # each AIV's Jetty: one task of <= 8 tokens per peer in turn, peers round-robin
             # from d + AIV + 1, then the next round of tasks (facts 4.3 steps 2-3)
             task = p.combine_task_tokens
-            tasks_of_aiv = plan.combine_tasks_of(d)
+            rows_of_aiv, tasks_of_aiv = plan.combine_tokens_of(d), plan.combine_tasks_of(d)
             for a in range(plan.params.num_aiv):
                 order = [r for r in rotation(d, a, R) if rows_of_aiv[a, r] > 0]
                 msgs = []
