@@ -8,9 +8,11 @@ AIC (per block b, cube order P[b] then O[b-1], so P[b+1] is issued before O[b]):
   MTE2: Q of each item -> L1 (2 slots).  MTE1: Q / K k-tiles, then S and V n-tiles,
   into ``l0_slots`` L0A/L0B slots.  M: 4 MMADs of P = Q K^T, 4 of O += S V.
   FIX: P -> both UBs (dual) or one (1C1V); O drains (rescale or item end) in fp32
-  fragments, each after the AIV freed a fragment buffer. O n-tiles rotate through the
-  L0C regions left beside O and P x 2 (``Plan.o_regions``), so the O += S V after a drain
-  waits only for the region it reuses.
+  fragments, each after the AIV freed a fragment buffer. L0C holds one O and one P at
+  fixed places (S2 kernel_body.h: l0c_p_buf = l0c_out_buf + MMA_M * D_VO), so P[b+1]
+  waits for P[b]'s copy-out, an item's first O += S V waits n-tile by n-tile for the
+  previous item's copy-out (unit_flag), and an O += S V after a rescale drain waits for
+  the whole drain (L0C_O_FULL / L0C_O_EMPTY).
 AIV (each holds ``heads_per_core / vector_cores`` softmax rows and deals the block's
 32-token chunks round-robin), per step j in program order:
   V: index preprocessing (j+lead_g); ND2NZ/dequant of block j+lead_n's chunks;
@@ -73,7 +75,7 @@ class Plan:
     kv_l1_stages: int
     l0_slots: int
     ub_row_bytes: int         #: gathered row in UB, padded to 32 B (facts 1.3)
-    o_regions: int            #: L0C regions of one O n-tile (>= d / 128; spares rotate)
+    o_regions: int            #: L0C regions of O n-tiles (= d / 128: O sits at one place, S2)
 
 
 def _ub_parts(p, rows, chunk, gslots, frag_cols, row_pad) -> list[tuple[str, int]]:
@@ -113,12 +115,9 @@ def choose_plan(chip, p, max_row_bytes: int) -> Plan:
         a_slot, b_slot = b_slot, a_slot
     l0 = max(2, min(L0_SLOTS, chip.buffers.capacity_bytes("l0a") // a_slot,
                     chip.buffers.capacity_bytes("l0b") // b_slot))
-    # L0C holds O (d / 128 n-tiles of hpc x 128 fp32) plus P x 2 (facts 1.3/3.4); what is left
-    # holds spare O n-tile regions, capped so the tile events fit the 8 fix<->m event ids
-    # (facts 3.2, S3; event 0 is P's)
-    tile = hpc * L0_TILE * 4
-    spare = (chip.buffers.capacity_bytes("l0c") - hpc * d * 4 - 2 * hpc * bt * 4) // tile
-    o_regions = min(d // L0_TILE + max(0, spare), MAX_EVENT_IDS - 1)
+    # L0C holds O (d / 128 n-tiles of hpc x 128 fp32) and one P beside it, nothing else
+    # (facts 3.4; S2 kernel_body.h: l0c_out_buf at 0, l0c_p_buf = l0c_out_buf + MMA_M * D_VO)
+    o_regions = d // L0_TILE
     return Plan(n_aiv, rows, transposed, chunk, gslots, d // frag_cols, frag_cols, kv_stages,
                 l0, row_pad, o_regions)
 
@@ -136,10 +135,7 @@ def buffer_plan(p, plan: Plan) -> list[BufferUse]:
            BufferUse("aic", "l0a", f"Q/S tiles x {plan.l0_slots}", plan.l0_slots * a_slot),
            BufferUse("aic", "l0b", f"K/V tiles x {plan.l0_slots}", plan.l0_slots * b_slot),
            BufferUse("aic", "l0c", f"O {hpc}x{d} fp32", hpc * d * 4),
-           BufferUse("aic", "l0c", f"P {hpc}x{bt} fp32 x 2", 2 * hpc * bt * 4)]
-    spare = plan.o_regions - d // L0_TILE
-    if spare > 0:
-        out.append(BufferUse("aic", "l0c", f"spare O n-tiles x {spare}", spare * hpc * L0_TILE * 4))
+           BufferUse("aic", "l0c", f"P {hpc}x{bt} fp32", hpc * bt * 4)]
     for v in range(plan.n_aiv):
         for label, size in _ub_parts(p, plan.rows, plan.chunk_tokens, plan.gather_chunks,
                                      plan.frag_cols, plan.ub_row_bytes):
@@ -224,36 +220,33 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         kt = d // L0_TILE
         for k in range(kt):
             mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
-            pre = (Wait("fix", "m", 0),) if k == 0 and b >= 2 else ()
+            # one P in L0C (S2): P[b] overwrites P[b-1] once FixPipe has copied it out
+            # (the MMADs' unit_flag handoff)
+            pre = (Wait("fix", "m", 0),) if k == 0 and b >= 1 else ()
             post = (Set("m", "fix", 0),) if k == kt - 1 else ()
             unit((hpc * L0_TILE * 2, t * L0_TILE * 2), mm, pre, post)
         if b + 1 == n or blocks[b + 1].first:
             mte1.append(Set("mte1", "mte2", qslot[blk.item]))
 
-    # O epochs: a drain empties O, so the next O += S V starts a new epoch; epoch e puts its
-    # n-tile j in L0C region (e * nt + j) mod o_regions, so with spare regions a new item's
-    # O += S V waits only for the drain of the region it reuses, not of its namesake tile
+    # O sits at one place in L0C (S2), n-tile j in region j, FIX <-> M event 1 + j
     nt = d // L0_TILE
-    epoch, e = [], 0
-    for b in range(n):
-        e += 1 if b and drain[b] else 0
-        epoch.append(e)
-
-    def region(ep, j):
-        return (ep * nt + j) % plan.o_regions
 
     def o_phase(b):
         t = len(blocks[b].tokens)
+        rescale = drain[b] and not blocks[b].first
         for x in aivs:
             mte1.append(XWait(x, X_S))
         for j in range(nt):
-            # per n-tile L0C handoff (unit_flag, facts 3.1): n-tile j of O waits only for
-            # the drain of its own region, and is handed to FIX as soon as it is final
             mm = Mmad(L0_TILE, hpc, t, "bf16") if plan.transposed else Mmad(hpc, L0_TILE, t, "bf16")
-            r = region(epoch[b], j)
-            reused = epoch[b] * nt + j >= plan.o_regions
-            pre = (Wait("fix", "m", 1 + r),) if drain[b] and reused else ()
-            post = (Set("m", "fix", 1 + r),) if b + 1 == n or drain[b + 1] else ()
+            if rescale:
+                # a rescale drain is a full barrier (S2 trigger_o_copy_out: M waits on
+                # L0C_O_EMPTY after all fragments): the block's first n-tile waits for all
+                pre = tuple(Wait("fix", "m", 1 + r) for r in range(nt)) if j == 0 else ()
+            else:
+                # an item's first O += S V reuses n-tile j once FIX has copied the previous
+                # item's n-tile j out (unit_flag, S2: "synchronize by unit_flag")
+                pre = (Wait("fix", "m", 1 + j),) if drain[b] else ()
+            post = (Set("m", "fix", 1 + j),) if b + 1 == n or drain[b + 1] else ()
             loads = ((hpc * t * 2, t * L0_TILE * 2) if j == 0 else (t * L0_TILE * 2,))
             unit(loads, mm, pre, post)
             if j == 0:
@@ -263,11 +256,11 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     frags = 0
     per_tile = L0_TILE // plan.frag_cols
 
-    def drain_frags(lo, hi, ep):
-        """FixPipe O fragments lo..hi-1 of epoch ep out of L0C, each into a free UB buffer."""
+    def drain_frags():
+        """FixPipe all O fragments out of L0C, each into a free UB buffer (2 per AIV)."""
         nonlocal frags
-        for f in range(lo, hi):
-            j = region(ep, f // per_tile)
+        for f in range(plan.fragments):
+            j = f // per_tile
             if f % per_tile == 0:
                 fix.append(Wait("m", "fix", 1 + j))
             if frags >= FRAG_BUFFERS:
@@ -283,27 +276,24 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             p_phase(g)
         if g >= 1:
             o_phase(g - 1)
-    # The drain before O[dd] takes O[dd-1] out of L0C. Its first FRAG_BUFFERS fragments go as
-    # soon as O[dd-1] is final, ahead of P[dd+1] (the UB buffers are free, and the cube is busy
-    # with P[dd+1] meanwhile); the rest need buffers the AIVs free only after softmax(dd+1)
-    # (facts 3.4 vector order: softmax(i+1), then O scale(i)), so they follow P[dd+1] -> UB.
-    nfrag = plan.fragments
-    early = min(FRAG_BUFFERS, nfrag)
-    for g in range(n):
-        t = len(blocks[g].tokens)
-        fix.append(Wait("m", "fix", 0))
-        if g >= 1:
-            fix.extend(XWait(x, X_PFREE) for x in aivs)
-        fix.append(isa.Fixpipe(hpc, t, "fp32", dst, label="P -> UB"))
-        fix.append(Set("fix", "m", 0))
-        fix.extend(XSet(x, X_P) for x in aivs)
-        if g >= 2 and drain[g - 1]:
-            drain_frags(early, nfrag, epoch[g - 2])     # rest of the drain before O[g-1]
-        if g >= 1 and drain[g]:
-            drain_frags(0, early, epoch[g - 1])         # O[g-1] is final: start the drain before O[g]
-    if n >= 2 and drain[n - 1]:
-        drain_frags(early, nfrag, epoch[n - 2])
-    drain_frags(0, nfrag, epoch[n - 1])                 # the last item's O
+    # FixPipe in S2's program order: the cube issues P[g] = Q K[g]^T, then O += S[g-1] V[g-1];
+    # a rescale drain is triggered inside the latter, before its MMADs, and an item's final
+    # copy-out right after them. So FIX copies P[g], then the rescale drain before O[g-1],
+    # then, if g-1 ends an item, that item's O; then P[g+1]. Fragments past the 2 UB buffers
+    # wait for the AIVs, which take them after softmax(g) (facts 3.4 vector order).
+    for g in range(n + 1):
+        if g < n:
+            t = len(blocks[g].tokens)
+            fix.append(Wait("m", "fix", 0))
+            if g >= 1:
+                fix.extend(XWait(x, X_PFREE) for x in aivs)
+            fix.append(isa.Fixpipe(hpc, t, "fp32", dst, label="P -> UB"))
+            fix.append(Set("fix", "m", 0))
+            fix.extend(XSet(x, X_P) for x in aivs)
+        if g >= 1 and drain[g - 1] and not blocks[g - 1].first:
+            drain_frags()                               # rescale drain before O[g-1]
+        if g >= 1 and (g == n or blocks[g].first):
+            drain_frags()                               # the item ending at g-1: its O
 
 
 def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chip) -> None:
@@ -440,6 +430,9 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             mte3.append(Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1"))
             mte3.append(XSet("aic", X_S))
             mte3.append(XSet("aic", X_PFREE))
-        if 0 <= j < n and drain[j]:
-            drain_in(blocks[j - 1].item if blocks[j].first else None)
-    drain_in(blocks[-1].item)
+        # O scale (j) after softmax (j+1) (facts 3.4; S2 run_scale_o): a rescale drain before
+        # O[j], then, if block j ends its item, the item's final O
+        if 0 <= j < n and drain[j] and not blocks[j].first:
+            drain_in(None)
+        if 0 <= j < n and (j + 1 == n or blocks[j + 1].first):
+            drain_in(blocks[j].item)

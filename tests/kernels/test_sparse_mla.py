@@ -95,3 +95,43 @@ def test_heads_below_the_saturating_m_put_tokens_on_the_mmad_m(chip):
 def test_generation_is_deterministic(chip):
     assert to_records(_sched(chip, n_q=8)) == to_records(_sched(chip, n_q=8))
     assert to_records(_sched(chip, n_q=8, seed=1)) != to_records(_sched(chip, n_q=8))
+
+
+def test_l0c_holds_one_o_and_one_p_and_fixpipe_follows_the_kernels_order(chip):
+    """S2 kernel_body.h: l0c_p_buf = l0c_out_buf + MMA_M * D_VO (one O, one P, no spare
+    regions); FIX copies P[g], then the rescale drain before O[g-1], then the O of an item
+    ending at g-1; a rescale drain holds the whole O += S V back (L0C_O_EMPTY), an item's
+    first O += S V waits n-tile by n-tile (unit_flag)."""
+    nq = chip.num_ai_cores + 1                 # core 0 runs items 0 and num_ai_cores
+    s = _sched(chip, n_q=nq, rescale_share=0.5)
+    prog = s.cores[0]
+    l0c = [b for b in prog.buffers if b.unit == "aic" and b.buffer == "l0c"]
+    assert sorted(b.size_bytes for b in l0c) == [64 * 64 * 4, 64 * 512 * 4]
+    fix = [("P" if i.label == "P -> UB" else "O") for i in prog.pipes[("aic", "fix")]
+           if type(i) is isa.Fixpipe]
+    p = SparseMlaParams(**{**SMALL, "n_q": nq, "rescale_share": 0.5})
+    blocks = [b for q in (0, nq - 1) for b in item_blocks(p, q, q, select_tokens(p))]
+    drain = drain_flags(p, blocks)
+    expect = []
+    n = len(blocks)
+    for g in range(n + 1):
+        expect += ["P"] if g < n else []
+        expect += ["O"] * 4 if g >= 1 and drain[g - 1] and not blocks[g - 1].first else []
+        expect += ["O"] * 4 if g >= 1 and (g == n or blocks[g].first) else []
+    assert fix == expect
+    # M: every P after the first waits for the previous P's copy-out (event 0); an O += S V
+    # after a rescale drain waits for all four O n-tiles before its first MMAD
+    m = prog.pipes[("aic", "m")]
+    waits_p = [i for i in m if type(i) is isa.WaitFlag and i.src == "fix" and i.event == 0]
+    assert len(waits_p) == n - 1
+    rescales = sum(1 for b, d in zip(blocks, drain) if d and not b.first)
+    assert rescales >= 1
+    runs, cur = [], 0
+    for i in m:
+        if type(i) is isa.WaitFlag and i.src == "fix" and i.event >= 1:
+            cur += 1
+        elif type(i) is isa.Mmad:
+            if cur:
+                runs.append(cur)
+            cur = 0
+    assert runs.count(4) == rescales and runs.count(1) == 4 and set(runs) <= {1, 4}
