@@ -344,6 +344,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
 
     for j in range(-g_lead, n):
         gb = j + g_lead
+        preproc = []          # V work of block gb's indices, issued after softmax (S2 order)
         if 0 <= gb < n:
             blk = blocks[gb]
             mine = [c for c in _chunks(blk, plan) if c[1] == v]
@@ -352,11 +353,11 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
                 mte2.append(isa.Copy("gm_to_ub", cnt * INDEX_BYTES,
                                      ("idx", blk.item, blk.cache, blk.index_group), label="indices"))
                 mte2.append(Set("mte2", "v", 1))
-                vec.append(Wait("mte2", "v", 1))
+                preproc.append(Wait("mte2", "v", 1))
             ntok = sum(len(c[2]) for c in mine)
-            vec.append(Vec(PREPROC_OPS_PER_TOKEN * max(1, ntok), "simple", 8 * max(1, ntok),
-                           "index preprocess"))
-            vec.append(Set("v", "mte2", 1))
+            preproc.append(Vec(PREPROC_OPS_PER_TOKEN * max(1, ntok), "simple", 8 * max(1, ntok),
+                               "index preprocess"))
+            preproc.append(Set("v", "mte2", 1))
             mte2.append(Wait("v", "mte2", 1))
             row = KV_ROW_BYTES[blk.dtype]
             per_desc = 2 if p.gather2 else 1
@@ -383,6 +384,11 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             if prev_dispatch:
                 vec.append(Wait("mte2", "v", 2))
             prev_dispatch = stall_at > 0
+            if g_lead <= a_lead:
+                # the gather lead is the ND2NZ lead (few UB buffers, e.g. 1C1V): block gb's
+                # ND2NZ comes this step and needs its gather, so the preprocessing goes first
+                vec.extend(preproc)
+                preproc = []
         elif prev_dispatch:
             vec.append(Wait("mte2", "v", 2))
             prev_dispatch = False
@@ -430,6 +436,8 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             mte3.append(Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1"))
             mte3.append(XSet("aic", X_S))
             mte3.append(XSet("aic", X_PFREE))
+        # index preprocessing (j+g_lead) after softmax (j+1), as S2's step issues them
+        vec.extend(preproc)
         # O scale (j) after softmax (j+1) (facts 3.4; S2 run_scale_o): a rescale drain before
         # O[j], then, if block j ends its item, the item's final O
         if 0 <= j < n and drain[j] and not blocks[j].first:
