@@ -165,12 +165,18 @@ def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
     return [(i, i % plan.n_aiv, t[i * c:(i + 1) * c]) for i in range(math.ceil(len(t) / c))]
 
 
-def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list) -> None:
-    # ND2NZ lead (facts 3.4: i+3); pushing block j+a reuses the L1 slot of block j+a-stages,
-    # whose O (and any drain before it) must not come after step j in the AIV order
+def leads(p, plan: Plan) -> tuple[int, int]:
+    """(ND2NZ lead, gather lead) of the AIV step: step j converts block j + the first and
+    gathers block j + the second (facts 3.4: i+3 and i+5 in FlashMLA's configuration)."""
+    # pushing block j+a reuses the L1 slot of block j+a-stages, whose O (and any drain
+    # before it) must not come after step j in the AIV order
     a_lead = min(3, plan.kv_l1_stages - 1)
     m = math.ceil(math.ceil(p.b_topk / plan.chunk_tokens) / plan.n_aiv)
-    g_lead = a_lead + max(0, plan.gather_chunks // m - 1)    # gather lead (facts 3.4: i+5)
+    return a_lead, a_lead + max(0, plan.gather_chunks // m - 1)
+
+
+def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list) -> None:
+    a_lead, g_lead = leads(p, plan)
     _aic(prog, p, plan, blocks, drain)
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):

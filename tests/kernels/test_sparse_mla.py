@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.kernels import isa, sparse_mla_core as core
 from simnode.kernels.schedule import to_records
-from simnode.kernels.sparse_mla import (SparseMlaParams, drain_flags, flops, item_blocks,
-                                        select_tokens, sparse_mla_schedule)
+from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
+                                        item_blocks, select_tokens, sparse_mla_schedule)
 
 SMALL = dict(n_q=64, kv_len=1024, topk=256)
 
@@ -135,3 +135,23 @@ def test_l0c_holds_one_o_and_one_p_and_fixpipe_follows_the_kernels_order(chip):
                 runs.append(cur)
             cur = 0
     assert runs.count(4) == rescales and runs.count(1) == 4 and set(runs) <= {1, 4}
+
+
+@pytest.mark.parametrize("vpc", [2, 1])
+def test_the_aiv_preprocesses_indices_after_softmax_as_the_kernel_orders_its_vector_work(chip,
+                                                                                          vpc):
+    """facts 3.4, S2: the vector step s is ND2NZ(s+a), softmax(s+1), index preprocessing(s+g),
+    O scale(s). With one AIV per cube the gather lead g shrinks to the ND2NZ lead a, and the
+    preprocessing of block b must come before ND2NZ(b) (which needs the gather it releases),
+    so it moves in front of the step's ND2NZ and follows softmax(s) of the step before."""
+    p = SparseMlaParams(**{**SMALL, "vector_cores_per_cube": vpc})
+    a, g = core.leads(p, core.choose_plan(chip, p, KV_ROW_BYTES["bf16"]))
+    assert (g > a) is (vpc == 2)
+    labels = [i.label for i in sparse_mla_schedule(chip, p).cores[0].pipes[("aiv0", "v")]
+              if type(i) is isa.VecOp]
+    pre = [k for k, lab in enumerate(labels) if lab == "index preprocess"]
+    softmax = [k for k, lab in enumerate(labels) if lab == "softmax"]
+    assert len(pre) == len(softmax) >= 4     # one of each per block
+    for b in range(g, len(pre)):
+        last = max(i for i, k in enumerate(softmax) if k < pre[b])   # block of that softmax
+        assert last == (b - g + 1 if g > a else b - g)
