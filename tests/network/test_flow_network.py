@@ -283,3 +283,22 @@ def test_bad_arguments():
         net.add_resource("x", 0)
     with pytest.raises(ValueError, match="routing"):
         FlowNetwork(simpy.Environment(), spec(), routing="adaptive")
+
+
+def test_a_finished_transfer_keeps_a_small_footprint():
+    """EP1024 holds ~10^6 transfers alive at once: a Transfer that fires must not get an
+    instance dict of its own (simpy's late ``_ok`` key did that, ~0.7 KB each)."""
+    import tracemalloc
+
+    from simnode.network.share import Transfer
+    env = simpy.Environment()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        live = [Transfer(env, 100.0, 5.0, (1, 2), 1, 2) for _ in range(2000)]
+        for tr in live:
+            tr._finish(3.0)                 # schedules its event, as a served transfer does
+        per = (tracemalloc.get_traced_memory()[0] - before) / len(live)
+    finally:
+        tracemalloc.stop()
+    assert per < 600, f"{per:.0f} B per finished transfer"
