@@ -132,7 +132,7 @@ class BatchedShare:
         self._cls_key: list = []
         self._heaps: list[list] = []
         self._free: list[int] = []
-        self._links = np.full((0, 1), -1, dtype=np.int64)
+        self._links = np.full((0, 1), -1, dtype=np.int64)   # [class, slot] resource ids
         self._w = np.zeros((0, 1))
         self._ccap = np.zeros(0)
         self._n = np.zeros(0, dtype=np.int64)
@@ -245,7 +245,9 @@ class BatchedShare:
             self.env.timeout(float(t_ns - self.env.now)).callbacks.append(
                 lambda _e: self._wake(gen))
 
-    def _class(self, key) -> int:
+    def _class(self, key, left: int = 1) -> int:
+        """The class row of ``key``, a new one if needed; ``left``: starts still to place
+        in this batch (each may need a class)."""
         c = self._key2cls.get(key)
         if c is not None:
             return c
@@ -253,20 +255,14 @@ class BatchedShare:
         width = len(resources)
         if width > self._links.shape[1]:
             pad = width - self._links.shape[1]
-            self._links = np.hstack([self._links, np.full((self._links.shape[0], pad), -1)])
+            self._links = np.hstack([self._links,
+                                     np.full((self._links.shape[0], pad), -1, np.int64)])
             self._w = np.hstack([self._w, np.zeros((self._w.shape[0], pad))])
         if not self._free:
-            grow = max(64, self._links.shape[0])
-            start = self._links.shape[0]
-            self._links = np.vstack([self._links, np.full((grow, self._links.shape[1]), -1)])
-            self._w = np.vstack([self._w, np.zeros((grow, self._w.shape[1]))])
-            for name in ("_ccap", "_V", "_crate"):
-                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow)]))
-            self._top = np.concatenate([self._top, np.full(grow, np.inf)])
-            self._n = np.concatenate([self._n, np.zeros(grow, dtype=np.int64)])
-            self._cls_key.extend([None] * grow)
-            self._heaps.extend([] for _ in range(grow))
-            self._free.extend(range(start + grow - 1, start - 1, -1))
+            # grow by what the batch may still need, 1/8 spare, at most doubling: plain
+            # doubling could leave half the rows unused (EP1024 combine: 2^20 pairs + a few)
+            rows = self._links.shape[0]
+            self._grow(max(64, min(rows, left + rows // 8)))
         c = self._free.pop()
         self._links[c] = -1
         self._links[c, :width] = resources
@@ -279,6 +275,19 @@ class BatchedShare:
         self._cls_key[c] = key
         self._key2cls[key] = c
         return c
+
+    def _grow(self, grow: int) -> None:
+        """Add ``grow`` free class rows (popped lowest first)."""
+        start = self._links.shape[0]
+        self._links = np.vstack([self._links, np.full((grow, self._links.shape[1]), -1, np.int64)])
+        self._w = np.vstack([self._w, np.zeros((grow, self._w.shape[1]))])
+        for name in ("_ccap", "_V", "_crate"):
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros(grow)]))
+        self._top = np.concatenate([self._top, np.full(grow, np.inf)])
+        self._n = np.concatenate([self._n, np.zeros(grow, dtype=np.int64)])
+        self._cls_key.extend([None] * grow)
+        self._heaps.extend([] for _ in range(grow))
+        self._free.extend(range(start + grow - 1, start - 1, -1))
 
     def _advance(self, now: float) -> None:
         dt = now - self._t_solve
@@ -303,8 +312,10 @@ class BatchedShare:
                 self._request(end)
                 return
         self._release_ghosts(now)
+        left = len(self._pending)
         for key, size, tr in self._pending:
-            c = self._class(key)
+            c = self._class(key, left)
+            left -= 1
             self._seq += 1
             tag = self._V[c] + size
             heapq.heappush(self._heaps[c], (tag, self._seq, tr))

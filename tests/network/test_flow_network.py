@@ -302,3 +302,17 @@ def test_a_finished_transfer_keeps_a_small_footprint():
     finally:
         tracemalloc.stop()
     assert per < 600, f"{per:.0f} B per finished transfer"
+
+
+def test_class_rows_grow_by_what_a_batch_needs_not_by_doubling():
+    """2^20 pair classes + a few (EP1024 combine) must not allocate 2^21 rows."""
+    from simnode.network.share import BatchedShare
+    env = simpy.Environment()
+    share = BatchedShare(env)
+    n = 1100                                    # past 1024 rows by 76
+    ids = share.add_resources([f"r{i}" for i in range(n)], [1.0] * n)
+    for i in ids:
+        share.start(1000.0, (i,))               # one class each, all in the first solve
+    env.run()
+    assert share.transfers_done == n
+    assert n <= share._links.shape[0] < 1.25 * n
