@@ -1,0 +1,334 @@
+"""The one max-min fair rate solver (progressive filling), for every shared rate in simnode.
+
+``max_min(links, weights, mult, cap, capacity, fcfs)`` returns the rate of each class.
+A class stands for ``mult`` identical transfers; each of them crosses the resources of
+its row of ``links`` (resource ids, padded with -1) and uses ``weight x rate`` of each
+(e.g. HBM bytes per byte of a message); it may not exceed ``cap`` (inf: uncapped).
+Resource r serves at most ``capacity[r]``. All classes rise together; a class stops when
+a resource it crosses fills or it reaches its cap. The answer is unique.
+
+First come, first served (``fcfs[r]``): such a resource serves overloaded users in
+proportion to the load they offer, as a memory controller that queues requests in
+arrival order (``memory.hbm_arbitration: fcfs``). Offered rates are the max-min rates
+with FCFS resources unlimited; each overloaded FCFS resource scales its classes'
+offered rates down to fit (a class on two takes the smaller factor), and these become
+caps of a second max-min fill under the real capacities, which therefore never
+over-uses a resource. Without overload this is plain max-min.
+
+One algorithm, two speeds. ``_rates`` and ``_fill`` are written once, in the subset of
+Python that numba compiles; they run interpreted on Python lists (small problems: a
+chip's few transfer classes, one solve of a network) or compiled on numpy arrays
+(``compiled()``, once a run has many large solves; numba is imported only then). Same
+code, same floating-point operations in the same order: identical results
+(tests/engine/test_maxmin.py checks bit equality).
+
+Algorithm: per resource the fill level (remaining capacity / unfrozen demand); a heap
+of levels and a heap of caps; pop whichever is lower and freeze its classes at that
+level, taking their demand off the other resources they cross. Levels only rise as
+classes freeze, so a resource's heap entry is re-filed only when it reaches the top
+with a stale level. O(incidences x log) per solve. If every resource can serve all
+its classes at their caps, the caps are the answer (checked first, O(incidences)).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+REL_TOL = 1e-9      # a cap within this relative distance of the lowest fill level freezes at its cap
+INF = math.inf
+
+
+def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
+          wsum, cnt, used, ver, ptr, col, frozen):
+    """Progressive filling of the classes ``act`` (see the module docstring); writes
+    ``rate[c]``. Class c's resources are the first ``sw[c]`` of its row (the rest, if any,
+    never fill); resources with ``unlimited[r]`` are ignored. The remaining arguments
+    are scratch: per resource (``wsum``, ``cnt``, ``used``, ``ver``: len >= resources;
+    ``ptr``: resources + 1), per incidence (``col``) and per class (``frozen``).
+    Returns 0, or 1 if some class is bounded by nothing (no cap, no limited resource)."""
+    nres = len(res_cap)
+    for r in range(nres):
+        wsum[r] = 0.0
+        cnt[r] = 0
+        used[r] = 0.0
+        ver[r] = 0
+        ptr[r] = 0
+    ptr[nres] = 0
+    # demand per resource, and the load if every class ran at its cap (`used` as scratch)
+    all_capped = True
+    left = 0
+    for i in range(len(act)):
+        c = act[i]
+        frozen[c] = False
+        m = mult[c]
+        cp = ccap[c]
+        if cp == INF:
+            all_capped = False
+        row = links[c]
+        wr = wts[c]
+        n_lim = 0
+        for j in range(sw[c]):
+            r = row[j]
+            if r < 0:
+                break
+            if unlimited[r]:
+                continue
+            dw = m * wr[j]
+            wsum[r] += dw
+            cnt[r] += 1
+            used[r] += dw * cp
+            n_lim += 1
+        if n_lim == 0:                      # crosses no limited resource: its cap only
+            if cp == INF:
+                return 1
+            frozen[c] = True
+            rate[c] = cp
+        else:
+            left += 1
+    if all_capped:
+        fits = True
+        for r in range(nres):
+            if cnt[r] > 0 and used[r] > res_cap[r]:
+                fits = False
+                break
+        if fits:                            # every class at its cap: nothing fills
+            for i in range(len(act)):
+                c = act[i]
+                rate[c] = ccap[c]
+            return 0
+    # resource -> its classes (counting sort)
+    for r in range(nres):
+        used[r] = 0.0
+        ptr[r + 1] = ptr[r] + cnt[r]
+    fill_at = ver                            # scratch reuse: next free slot per resource
+    for r in range(nres):
+        fill_at[r] = ptr[r]
+    for i in range(len(act)):
+        c = act[i]
+        if frozen[c]:
+            continue
+        row = links[c]
+        for j in range(sw[c]):
+            r = row[j]
+            if r < 0:
+                break
+            if unlimited[r]:
+                continue
+            col[fill_at[r]] = c
+            fill_at[r] += 1
+    for r in range(nres):
+        ver[r] = 0
+    lheap = [(0.0, 0, 0)]
+    lheap.pop()
+    for r in range(nres):
+        if cnt[r] > 0:
+            lheap.append((res_cap[r] / wsum[r], r, 0))
+    heapq.heapify(lheap)
+    cheap = [(0.0, 0)]
+    cheap.pop()
+    for i in range(len(act)):
+        c = act[i]
+        if not frozen[c] and ccap[c] < INF:
+            cheap.append((ccap[c], c))
+    heapq.heapify(cheap)
+    stale = 0                               # level updates since the heap was built
+    while left > 0:
+        lmin = INF
+        lres = -1
+        if stale > len(lheap):
+            # many entries are stale (classes spread over many resources with levels close
+            # together): rebuilding costs less than re-filing them one by one
+            lheap.clear()
+            for r in range(nres):
+                if cnt[r] > 0 and not unlimited[r]:
+                    rem = res_cap[r] - used[r]
+                    if rem < 0.0:
+                        rem = 0.0
+                    lheap.append((rem / wsum[r], r, ver[r]))
+            heapq.heapify(lheap)
+            stale = 0
+        while len(lheap) > 0:
+            lv, r, v = lheap[0]
+            if cnt[r] == 0:
+                heapq.heappop(lheap)
+                continue
+            if v != ver[r]:                 # stale: levels only rise, so re-file it
+                rem = res_cap[r] - used[r]
+                if rem < 0.0:
+                    rem = 0.0
+                heapq.heapreplace(lheap, (rem / wsum[r], r, ver[r]))
+                continue
+            lmin = lv
+            lres = r
+            break
+        cmin = INF
+        ccls = -1
+        while len(cheap) > 0:
+            cv, c = cheap[0]
+            if frozen[c]:
+                heapq.heappop(cheap)
+                continue
+            cmin = cv
+            ccls = c
+            break
+        if lres < 0 and ccls < 0:
+            return 1
+        if ccls >= 0 and cmin <= lmin * (1.0 + REL_TOL):
+            heapq.heappop(cheap)
+            left -= 1
+            stale += _freeze(ccls, cmin, links, wts, sw, mult, unlimited, rate, wsum, cnt, used,
+                             ver, frozen)
+        else:
+            heapq.heappop(lheap)
+            for k in range(ptr[lres], ptr[lres + 1]):
+                c = col[k]
+                if not frozen[c]:
+                    left -= 1
+                    stale += _freeze(c, lmin, links, wts, sw, mult, unlimited, rate, wsum,
+                                     cnt, used, ver, frozen)
+    return 0
+
+
+def _freeze(c, x, links, wts, sw, mult, unlimited, rate, wsum, cnt, used, ver, frozen):
+    """Freeze class c at rate x: take its demand off every resource it crosses (their
+    heap entries go stale; they are re-filed when they reach the top). Returns how many
+    resources it updated."""
+    frozen[c] = True
+    k = 0
+    rate[c] = x
+    m = mult[c]
+    row = links[c]
+    wr = wts[c]
+    for j in range(sw[c]):
+        r = row[j]
+        if r < 0:
+            break
+        if unlimited[r]:
+            continue
+        dw = m * wr[j]
+        used[r] += dw * x
+        wsum[r] -= dw
+        cnt[r] -= 1
+        ver[r] += 1
+        k += 1
+    return k
+
+
+def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate, res_rate,
+           unl, wsum, cnt, used, ver, ptr, col, frozen, cap2, factor):
+    """Rates of the classes ``act`` into ``rate`` and the load per resource into
+    ``res_rate`` (both policies, see the module docstring). ``skip[r]``: resource r cannot
+    fill whatever the rates (its users are covered by other resources that fill first,
+    ``simnode.engine.share.Share.cover``), so it is left out of the fills; ``sw[c]``: how
+    many of class c's resources (from the left of its row) the fills visit, all of them
+    but skipped ones moved to the end of the row (``_load`` visits every one); ``unl``,
+    ``cap2``, ``factor``: scratch (per resource, class, resource). Returns 0, or 1 if a
+    class is bounded by nothing."""
+    nres = len(res_cap)
+    if not any_fcfs:
+        err = _fill(act, links, wts, sw, mult, ccap, res_cap, skip, rate,
+                    wsum, cnt, used, ver, ptr, col, frozen)
+    else:
+        # offered rates: FCFS resources unlimited
+        for r in range(nres):
+            unl[r] = fcfs[r] or skip[r]
+        err = _fill(act, links, wts, sw, mult, ccap, res_cap, unl, rate,
+                    wsum, cnt, used, ver, ptr, col, frozen)
+        if err:
+            return err
+        _load(act, links, wts, mult, rate, res_rate)
+        over = False
+        for r in range(nres):
+            factor[r] = 1.0
+            if fcfs[r] and res_rate[r] > res_cap[r] * (1.0 + REL_TOL):
+                factor[r] = res_cap[r] / res_rate[r]
+                over = True
+        if over:
+            for i in range(len(act)):
+                c = act[i]
+                f = 1.0
+                row = links[c]
+                for j in range(len(row)):
+                    r = row[j]
+                    if r < 0:
+                        break
+                    if factor[r] < f:
+                        f = factor[r]
+                cp = ccap[c]
+                if f < 1.0 and rate[c] * f < cp:
+                    cp = rate[c] * f
+                cap2[c] = cp
+            err = _fill(act, links, wts, sw, mult, cap2, res_cap, skip, rate,
+                        wsum, cnt, used, ver, ptr, col, frozen)
+    if err:
+        return err
+    _load(act, links, wts, mult, rate, res_rate)
+    return 0
+
+
+def _load(act, links, wts, mult, rate, res_rate):
+    """Per resource, the rate it serves (sum of mult x weight x class rate)."""
+    for r in range(len(res_rate)):
+        res_rate[r] = 0.0
+    for i in range(len(act)):
+        c = act[i]
+        x = mult[c] * rate[c]
+        row = links[c]
+        wr = wts[c]
+        for j in range(len(row)):
+            r = row[j]
+            if r < 0:
+                break
+            res_rate[r] += wr[j] * x
+
+
+# -- the compiled form -----------------------------------------------------------------------
+def compiled():
+    """``_rates`` compiled with numba (cached on disk; ``simnode.engine.jit``), or None if
+    numba is not installed."""
+    from simnode.engine.jit import compile_functions
+    fns = compile_functions((_freeze, _load, _fill, _rates), {"INF": INF, "REL_TOL": REL_TOL})
+    return fns["_rates"] if fns else None
+
+
+# -- convenience for tests and one-off solves ---------------------------------------------------
+def max_min(links, capacity, cap=None, weights=None, mult=None, fcfs=None, use_compiled=False):
+    """Rates (list) of the classes in ``links`` (rows of resource ids, -1 padded). ``cap``,
+    ``weights`` (like ``links``), ``mult`` (per class) and ``fcfs`` (per resource) default to
+    uncapped, 1, 1 and all False. ``use_compiled``: run the numba form (for tests)."""
+    import numpy as np
+    n = len(links)
+    nres = len(capacity)
+    width = max((len(r) for r in links), default=1) or 1
+    rows = [tuple(r) + (-1,) * (width - len(r)) for r in links]
+    wts = [tuple(float(x) for x in w) + (0.0,) * (width - len(w)) for w in weights] if weights \
+        else [(1.0,) * width for _ in range(n)]
+    mult = [float(x) for x in mult] if mult is not None else [1.0] * n
+    cap = [float(x) for x in cap] if cap is not None else [INF] * n
+    fcfs = [bool(x) for x in fcfs] if fcfs is not None else [False] * nres
+    res_cap = [float(x) for x in capacity]
+    if use_compiled:
+        fn = compiled()
+        if fn is None:
+            raise RuntimeError("numba is not installed")
+        args = (np.arange(n, dtype=np.int64), np.array(rows, dtype=np.int64).reshape(n, width),
+                np.array(wts, dtype=float).reshape(n, width), np.full(n, width, dtype=np.int64),
+                np.array(mult), np.array(cap),
+                np.array(res_cap), np.array(fcfs, dtype=np.bool_), any(fcfs),
+                np.zeros(nres, dtype=np.bool_), np.zeros(n),
+                np.zeros(nres), np.zeros(nres, dtype=np.bool_), np.zeros(nres),
+                np.zeros(nres, dtype=np.int64), np.zeros(nres), np.zeros(nres, dtype=np.int64),
+                np.zeros(nres + 1, dtype=np.int64), np.zeros(max(1, n * width), dtype=np.int64),
+                np.zeros(n, dtype=np.bool_), np.zeros(n), np.zeros(nres))
+        err = fn(*args)
+        rate = args[10].tolist()
+    else:
+        rate = [0.0] * n
+        err = _rates(list(range(n)), rows, wts, [width] * n, mult, cap, res_cap, fcfs, any(fcfs),
+                     [False] * nres, rate, [0.0] * nres, [False] * nres, [0.0] * nres, [0] * nres, [0.0] * nres,
+                     [0] * nres, [0] * (nres + 1), [0] * max(1, n * width), [False] * n,
+                     [0.0] * n, [0.0] * nres)
+    if err:
+        raise ValueError("unbounded rates: a class crosses no limited resource and has no cap")
+    return rate

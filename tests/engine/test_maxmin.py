@@ -1,0 +1,190 @@
+"""The one max-min solver: closed forms, against an exact rational reference, first come
+first served, covered resources, and the compiled form bit-equal to the interpreted one."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simnode.engine import maxmin
+from simnode.engine.maxmin import max_min
+
+INF = float("inf")
+
+
+def exact_max_min(links, capacity, caps, weights):
+    """Reference progressive filling in exact rationals (slow; a test oracle only)."""
+    n = len(links)
+    flows = [[l for l in row if l >= 0] for row in links]
+    w = [[Fraction(weights[f][j]) for j, l in enumerate(links[f]) if l >= 0] for f in range(n)]
+    cap = [None if caps[f] == INF else Fraction(caps[f]) for f in range(n)]
+    capacity = [Fraction(c) for c in capacity]
+    rate: list = [None] * n
+    for f in range(n):
+        if not flows[f]:
+            rate[f] = cap[f] if cap[f] is not None else INF
+    while any(r is None for r in rate):
+        active = [f for f in range(n) if rate[f] is None]
+        used = [Fraction(0)] * len(capacity)
+        demand = [Fraction(0)] * len(capacity)
+        for f in range(n):
+            for l, wl in zip(flows[f], w[f]):
+                if rate[f] is None:
+                    demand[l] += wl
+                else:
+                    used[l] += wl * rate[f]
+        shares = {l: (capacity[l] - used[l]) / demand[l] for l in range(len(capacity)) if demand[l]}
+        level = min(list(shares.values()) + [cap[f] for f in active if cap[f] is not None])
+        for f in active:
+            if (cap[f] is not None and cap[f] == level) or any(shares.get(l) == level for l in flows[f]):
+                rate[f] = level
+    return rate
+
+
+def test_one_flow_gets_the_resource():
+    assert max_min([[0]], [100.0]) == [100.0]
+
+
+def test_two_equal_flows_split_a_resource():
+    assert max_min([[0], [0]], [100.0]) == [50.0, 50.0]
+
+
+def test_capped_flow_frees_bandwidth_for_the_other():
+    assert max_min([[0], [0]], [100.0], [10.0, INF]) == [10.0, 90.0]
+
+
+def test_classic_parking_lot():
+    # flow 0 crosses resources 0 and 1; flows 1 and 2 use one each
+    assert max_min([[0, 1], [0], [1]], [10.0, 4.0]) == [2.0, 8.0, 2.0]
+
+
+def test_multiplicity_counts_identical_transfers():
+    # one class standing for 3 identical transfers and one single transfer
+    assert max_min([[0], [0]], [100.0], mult=[3, 1]) == [25.0, 25.0]
+
+
+def test_weights_scale_the_use_of_a_resource():
+    # 2 units of resource 0 per unit of transfer: 10 / 2 = 5
+    assert max_min([[0]], [10.0], weights=[[2.0]]) == [5.0]
+
+
+def test_linkless_class_gets_its_cap_and_an_unbounded_one_is_an_error():
+    assert max_min([[], [0]], [5.0], [7.0, INF]) == [7.0, 5.0]
+    with pytest.raises(ValueError, match="unbounded"):
+        max_min([[]], [5.0])
+
+
+def test_fcfs_shares_in_proportion_to_offered_rates():
+    # resource 0 (FCFS, 200) is crossed by a class offering 300 (its resource 1) and one
+    # offering 100 (its resource 2): 400 offered, each gets half its offer; fair gives 100 each
+    links, cap = [[0, 1], [0, 2]], [200.0, 300.0, 100.0]
+    assert max_min(links, cap, fcfs=[True, False, False]) == [150.0, 50.0]
+    assert max_min(links, cap) == [100.0, 100.0]
+
+
+@st.composite
+def instances(draw):
+    num_res = draw(st.integers(1, 6))
+    n = draw(st.integers(1, 12))
+    links, weights, caps = [], [], []
+    for _ in range(n):
+        row = draw(st.lists(st.integers(0, num_res - 1), min_size=1, max_size=3, unique=True))
+        links.append(row)
+        weights.append([draw(st.integers(1, 4)) for _ in row])
+        caps.append(draw(st.one_of(st.just(INF), st.integers(1, 60))))
+    capacity = [draw(st.integers(1, 100)) for _ in range(num_res)]
+    return links, capacity, caps, weights
+
+
+@settings(max_examples=200, deadline=None)
+@given(instances())
+def test_matches_the_exact_reference(inst):
+    links, capacity, caps, weights = inst
+    fast = max_min(links, capacity, caps, weights)
+    exact = exact_max_min([r + [-1] * (3 - len(r)) for r in links], capacity, caps,
+                          [w + [0] * (3 - len(w)) for w in weights])
+    assert fast == pytest.approx([float(x) for x in exact], rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(), st.data())
+def test_fcfs_is_feasible_and_max_min_without_overload(inst, data):
+    links, capacity, caps, weights = inst
+    fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
+    # every class needs a non-FCFS resource or a cap (its offered rate must be finite)
+    ok = [any(not fcfs[l] for l in row) or c != INF for row, c in zip(links, caps)]
+    links = [r for r, k in zip(links, ok) if k]
+    if not links:
+        return
+    weights = [w for w, k in zip(weights, ok) if k]
+    caps = [c for c, k in zip(caps, ok) if k]
+    rates = max_min(links, capacity, caps, weights, fcfs=fcfs)
+    load = [0.0] * len(capacity)
+    for row, w, x in zip(links, weights, rates):
+        for r, wr in zip(row, w):
+            load[r] += wr * x
+    assert all(u <= c * (1 + 1e-9) for u, c in zip(load, capacity))
+    assert all(x <= c * (1 + 1e-9) for x, c in zip(rates, caps))
+    offered = max_min(links, [INF if f else c for f, c in zip(fcfs, capacity)], caps, weights)
+    open_load = [0.0] * len(capacity)
+    for row, w, x in zip(links, weights, offered):
+        for r, wr in zip(row, w):
+            open_load[r] += wr * x
+    if not any(f and u > c * (1 + 1e-9) for f, u, c in zip(fcfs, open_load, capacity)):
+        assert rates == pytest.approx(max_min(links, capacity, caps, weights), rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    fn = maxmin.compiled()
+    if fn is None:
+        pytest.skip("numba is not installed: only the interpreted form runs")
+    return fn
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances(), st.data())
+def test_compiled_form_is_bit_equal_to_the_interpreted_one(compiled, inst, data):
+    links, capacity, caps, weights = inst
+    fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
+    mult = data.draw(st.lists(st.integers(1, 3), min_size=len(links), max_size=len(links)))
+    try:
+        a = max_min(links, capacity, caps, weights, mult, fcfs)
+    except ValueError:
+        with pytest.raises(ValueError):
+            max_min(links, capacity, caps, weights, mult, fcfs, use_compiled=True)
+        return
+    assert max_min(links, capacity, caps, weights, mult, fcfs, use_compiled=True) == a
+
+
+def test_a_covered_resource_left_out_gives_the_same_rates(compiled):
+    """A resource that can never fill before the resources covering it is redundant:
+    leaving it out of the fills (``skip``) changes no rate, bit for bit."""
+    rng = np.random.default_rng(3)
+    # 12 senders (tx 0..11) and receivers (rx 12..23), each pair crossing a sender port
+    # (24..35) that tx always fills first: port 400 >= tx 351.7 x weight ratio 1.1
+    links, w = [], []
+    for s in range(12):
+        for d in range(12):
+            if s != d:
+                links.append([24 + s, s, 12 + d])
+                w.append([1.0, 1.0 / 1.1, 1.0 / 1.1])
+    n, nres = len(links), 36
+    cap = [351.7] * 24 + [400.0] * 12
+    sizes = rng.random(n)
+    args = dict(act=np.arange(n), links=np.array(links), wts=np.array(w),
+                sw=np.full(n, 3), mult=np.ones(n),
+                ccap=np.where(sizes < 0.2, 30.0, np.inf), res_cap=np.array(cap),
+                fcfs=np.zeros(nres, bool), any_fcfs=False)
+    out = []
+    for skip in (np.zeros(nres, bool), np.r_[np.zeros(24, bool), np.ones(12, bool)]):
+        rate, res_rate = np.zeros(n), np.zeros(nres)
+        scratch = (np.zeros(nres, bool), np.zeros(nres), np.zeros(nres, np.int64), np.zeros(nres),
+                   np.zeros(nres, np.int64), np.zeros(nres + 1, np.int64),
+                   np.zeros(3 * n, np.int64), np.zeros(n, bool), np.zeros(n), np.zeros(nres))
+        assert compiled(*args.values(), skip, rate, res_rate, *scratch) == 0
+        out.append((rate, res_rate))
+    assert np.array_equal(out[0][0], out[1][0])
+    assert np.array_equal(out[0][1], out[1][1])          # the skipped ports' load still counted
