@@ -1,5 +1,7 @@
-"""Engine: SimPy-side mechanisms shared by every hardware model.
+"""Engine: the mechanisms every hardware model shares.
 
-``fluid.FluidShare``: transfers sharing bandwidth resources max-min fairly (exact,
-event-driven). ``trace``: Chrome Trace Event JSON streamed to disk.
+``share.Share``: the one engine for every shared rate (transfers on resources, max-min
+fair or first come first served, event-driven, batched); ``maxmin``: its solver;
+``jit``: compiling the inner loops with numba for long runs; ``series``: per-resource
+time series in bounded memory; ``trace``: Chrome Trace Event JSON streamed to disk.
 """

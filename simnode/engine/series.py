@@ -67,6 +67,44 @@ class BinnedSeries:
             np.add.at(self.bytes[b], index, size_bytes * ((edge - t) / (t1_ns - t0_ns)))
             t = edge
 
+    def add_spans(self, t0_ns: np.ndarray, t1_ns: float, index: np.ndarray,
+                  size_bytes: np.ndarray) -> None:
+        """``add_span`` for many spans ending at the same ``t1_ns``: span i adds
+        ``size_bytes[i, j]`` to series ``index[i, j]`` (-1: none) spread over [t0[i], t1)."""
+        t0 = np.asarray(t0_ns, dtype=float)
+        if t0.size == 0:
+            return
+        self._fit(t1_ns)
+        self.end_ns = max(self.end_ns, t1_ns)
+        index = np.asarray(index)
+        size_bytes = np.asarray(size_bytes, dtype=float)
+        valid = index >= 0
+        length = t1_ns - t0
+        point = length <= 0
+        b1 = min(int(t1_ns // self.bin_ns), self.max_bins - 1)
+        if point.any():                                      # zero-length spans: one bin
+            m = valid & point[:, None]
+            np.add.at(self.bytes[b1], index[m], size_bytes[m])
+        span = ~point
+        if not span.any():
+            return
+        t0s, ls = t0[span], length[span]
+        idx, sz, ok = index[span], size_bytes[span], valid[span]
+        b = np.minimum((t0s // self.bin_ns).astype(np.int64), self.max_bins - 1)
+        t = t0s.copy()
+        while True:
+            live = t < t1_ns
+            if not live.any():
+                break
+            edge = np.minimum((b + 1) * self.bin_ns, t1_ns)
+            frac = np.where(live, (edge - t) / ls, 0.0)
+            m = ok & live[:, None]
+            rows = np.broadcast_to(b[:, None], idx.shape)[m]
+            np.add.at(self.bytes, (np.minimum(rows, self.max_bins - 1), idx[m]),
+                      (sz * frac[:, None])[m])
+            t = np.where(live, edge, t)
+            b = np.minimum(b + 1, self.max_bins - 1)
+
     def add_points(self, t_ns: np.ndarray, index: np.ndarray, size_bytes: np.ndarray) -> None:
         """Add ``size_bytes[i]`` to series ``index[i]`` in the bin holding ``t_ns[i]``."""
         if t_ns.size == 0:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simnode.network.series import BinnedSeries
+from simnode.engine.series import BinnedSeries
 
 
 def test_bins_merge_when_time_runs_past_them_and_keep_every_byte():

@@ -1,23 +1,25 @@
-"""``FluidShare``: exact max-min fair sharing, checked against hand-computed completion
-times (progressive filling by hand, to 1e-6 ns) and byte conservation."""
+"""``Share``: max-min fair sharing, checked against hand-computed completion times
+(progressive filling by hand, to 1e-6 ns) and byte conservation; its three ways to start
+transfers (an event, a callback, a group) and its compiled form give the same times."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import simpy
 
-from simnode.engine.fluid import FluidShare
+from simnode.engine.share import Share
 
 
 def _start(env, share, times, name, size, resources, cap=float("inf")):
-    ev = share.start(size, resources, cap)
+    ev = share.start(size, resources, cap=cap)
     ev.callbacks.append(lambda _e: times.__setitem__(name, env.now))
     return ev
 
 
 def test_one_transfer_takes_bytes_over_capacity():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 10.0)
     times = {}
     _start(env, share, times, "a", 250.0, (link,))
@@ -29,7 +31,7 @@ def test_one_transfer_takes_bytes_over_capacity():
 
 def test_cap_limits_a_lone_transfer():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 10.0)
     times = {}
     _start(env, share, times, "a", 100.0, (link,), cap=4.0)
@@ -39,7 +41,7 @@ def test_cap_limits_a_lone_transfer():
 
 def test_two_equal_flows_each_get_half():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 10.0)
     times = {}
     _start(env, share, times, "a", 100.0, (link,))
@@ -52,7 +54,7 @@ def test_two_equal_flows_each_get_half():
 
 def test_unequal_flows_rebalance_when_one_ends():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 10.0)
     times = {}
     _start(env, share, times, "a", 50.0, (link,))
@@ -64,12 +66,13 @@ def test_unequal_flows_rebalance_when_one_ends():
 
 def test_capped_flow_frees_bandwidth_for_the_other():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 10.0)
     times = {}
     _start(env, share, times, "capped", 100.0, (link,), cap=2.0)
     _start(env, share, times, "free", 800.0, (link,))
-    assert share.current_rate == pytest.approx([10.0])     # 2 + 8: the link stays full
+    env.run(until=1e-9)
+    assert share.current_rate.tolist() == pytest.approx([10.0])     # 2 + 8: the link stays full
     env.run()
     # capped at 2 -> done at 50; free gets 8 (not 5) meanwhile: 400 B by t=50,
     # then the whole 10 B/ns for the remaining 400 B: done at 90.
@@ -79,7 +82,7 @@ def test_capped_flow_frees_bandwidth_for_the_other():
 
 def test_late_arrival_splits_the_remaining_bandwidth():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 10.0)
     times = {}
 
@@ -102,26 +105,27 @@ def test_three_classes_on_two_resources():
     4 and X R1's remaining 6: X's last 35 B take 35/6 ns; Y's 45 B take 45/4 ns.
     """
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     r1 = share.add_resource("r1", 10.0)
     r2 = share.add_resource("r2", 4.0)
     times = {}
     _start(env, share, times, "X", 70.0, (r1,))
     _start(env, share, times, "Y", 60.0, (r1, r2))
     _start(env, share, times, "Z", 5.0, (r2,), cap=1.0)
-    assert share.current_rate == pytest.approx([7.0 + 3.0, 3.0 + 1.0])
+    env.run(until=1e-9)
+    assert share.current_rate.tolist() == pytest.approx([7.0 + 3.0, 3.0 + 1.0])
     env.run()
     assert times["Z"] == pytest.approx(5.0, abs=1e-6)
     assert times["X"] == pytest.approx(5.0 + 35.0 / 6.0, abs=1e-6)
     assert times["Y"] == pytest.approx(5.0 + 45.0 / 4.0, abs=1e-6)
     assert share.bytes_by_resource[r1] == pytest.approx(130.0)
     assert share.bytes_by_resource[r2] == pytest.approx(65.0)
-    assert share.current_rate == [0.0, 0.0]
+    assert share.current_rate.tolist() == [0.0, 0.0]
 
 
 def test_many_members_of_one_class_finish_in_size_order():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 12.0)
     times = {}
     for i, size in enumerate((10.0, 20.0, 30.0)):
@@ -136,9 +140,106 @@ def test_many_members_of_one_class_finish_in_size_order():
 
 def test_zero_size_completes_immediately():
     env = simpy.Environment()
-    share = FluidShare(env)
+    share = Share(env)
     link = share.add_resource("link", 1.0)
     ev = share.start(0, (link,))
-    assert ev.triggered
     env.run()
-    assert env.now == 0.0
+    assert ev.processed and env.now == 0.0
+
+
+# -- the other ways to start transfers, policies, batching, the compiled form -----------------
+def test_callbacks_and_groups_share_like_events():
+    """Three transfers on one link, started three ways: each gets a third."""
+    env = simpy.Environment()
+    share = Share(env)
+    link = share.add_resource("link", 9.0)
+    got = []
+    share.start_cb(30.0, (link,), None, float("inf"), lambda t, a: got.append((a, t)), "cb")
+    ev = share.start(30.0, (link,))
+    group = share.start_group([30.0, 60.0], [[link], [link]], [[1.0], [1.0]], [float("inf")] * 2,
+                              [0.0, 5.0])
+    env.run()
+    # 3 B/ns each while four run: the 30 B ones end at 30 / (9/4) = 13.33; then 60 alone
+    t1 = 30.0 / (9.0 / 4.0)
+    assert got == [("cb", pytest.approx(t1))]
+    assert ev.processed and group.served_ns.tolist() == pytest.approx([t1, t1 + 30.0 / 9.0])
+    # the group's event fires once its last member has arrived (served + its latency)
+    assert env.now == pytest.approx(t1 + 30.0 / 9.0 + 5.0)
+
+
+def test_fcfs_resource_serves_in_proportion_to_offered_load():
+    """HBM (FCFS, 10) under a copy capped at 30 and a send capped at 10: 40 offered, so the
+    copy gets 3/4 and the send 1/4 (max-min would give 5 each)."""
+    for policy, expect in (("fcfs", (7.5, 2.5)), ("fair", (5.0, 5.0))):
+        env = simpy.Environment()
+        share = Share(env)
+        hbm = share.add_resource("hbm", 10.0, policy)
+        share.start(1000.0, (hbm,), cap=30.0)
+        share.start(1000.0, (hbm,), cap=10.0)
+        env.run(until=1e-9)
+        assert sorted(share._crate, reverse=True) == pytest.approx(list(expect))
+
+
+def test_batch_window_delays_a_start_by_at_most_the_window_and_never_overuses():
+    env = simpy.Environment()
+    share = Share(env, batch_window_ns=4.0)
+    link = share.add_resource("link", 10.0)
+    times = {}
+
+    def later():
+        yield env.timeout(1.0)
+        _start(env, share, times, "b", 100.0, (link,))
+
+    _start(env, share, times, "a", 100.0, (link,))
+    env.process(later())
+    env.run()
+    # b waits for the next solve at t = 0 + 4 (the window): a alone 40 B by then, then 5 each:
+    # a's 60 B left take 12 ns (t=16), b has 40 left at 10 B/ns: t=20
+    assert times == pytest.approx({"a": 16.0, "b": 20.0})
+    assert share.bytes_by_resource[link] == pytest.approx(200.0)
+
+
+def test_group_members_and_zero_sizes():
+    env = simpy.Environment()
+    share = Share(env)
+    link = share.add_resource("link", 10.0)
+    g = share.start_group([0.0, 50.0], [[link], [link]], [[1.0], [1.0]], [float("inf")] * 2, 0.0)
+    env.run()
+    assert g.served_ns.tolist() == pytest.approx([0.0, 5.0]) and env.now == pytest.approx(5.0)
+
+
+def _random_run(compiled: bool, seed: int):
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env, batch_window_ns=float(rng.choice([0.0, 3.0])))
+    res = share.add_resources([f"r{i}" for i in range(5)], rng.integers(5, 50, 5))
+    hbm = share.add_resource("hbm", 40.0, "fcfs")
+    if compiled:
+        share.compile_now()
+        if not share.compiled:
+            pytest.skip("numba is not installed")
+    done = []
+
+    def src(i):
+        for k in range(6):
+            yield env.timeout(float(rng.integers(0, 20)))
+            rows = [list(rng.choice(res, size=2, replace=False)) + [hbm] for _ in range(3)]
+            g = share.start_group(rng.integers(10, 400, 3).astype(float), rows,
+                                  rng.uniform(0.5, 2.0, (3, 3)), [30.0, float("inf"), 60.0], 1.0)
+            tr = share.start(float(rng.integers(10, 300)), (res[i % 5], hbm), cap=25.0)
+            yield env.all_of([g, tr])
+            done.append((i, k, env.now))
+
+    for i in range(4):
+        env.process(src(i))
+    env.run()
+    share.sync()
+    return done, share.bytes_by_resource.tolist()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_compiled_share_gives_the_same_times(seed):
+    a = _random_run(False, seed)
+    b = _random_run(True, seed)
+    assert a[0] == b[0]
+    assert a[1] == pytest.approx(b[1], rel=1e-12)

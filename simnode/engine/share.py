@@ -1,0 +1,995 @@
+"""``Share``: the one engine for every shared rate in simnode (max-min fair, event-driven).
+
+Everything that shares a rate goes through it: a chip's GM copies against its L2 and HBM,
+messages against network links and URMA ceilings, a kernel task against the HBM its
+rank's URMA traffic also reads. One interface:
+
+- ``add_resource(name, capacity, policy)`` / ``add_resources``: a resource serves at most
+  ``capacity`` units per ns (GB/s = bytes/ns for bandwidth; 1.0 for an engine's time);
+  ``policy`` "fair" (max-min, default) or "fcfs" (first come, first served: overloaded
+  users are served in proportion to the load they offer, ``simnode.engine.maxmin``);
+- ``start(size, resources, weights, cap, latency_ns, tag) -> Transfer``: a transfer of
+  ``size`` units that uses ``weight x rate`` of each resource and at most ``cap``; the
+  SimPy event fires ``latency_ns`` after its last unit was served;
+- ``start_cb(...)``: the same, calling ``fn(served_ns, arg)`` instead of firing an event
+  (the chip's pipes: no SimPy event per copy);
+- ``start_group(sizes, rows, weights, caps, latency_ns) -> Group``: many transfers at
+  once (arrays), one event when the last has arrived (a rank's message trains);
+- utilization: ``bytes_by_resource``, ``busy_ns``, ``current_rate``, ``series`` (per
+  resource over time, bounded memory) and an ``on_rates(now, rates)`` hook.
+
+Model. Transfers with the same (cap, resources, weights) form a class and always get the
+same rate, so rates are solved over classes (``simnode.engine.maxmin``). Within a class a
+virtual clock (units served per member) and a heap of finish tags order completions.
+
+Batching (``batch_window_ns`` = W). Rates are recomputed when transfers start or end, at
+most about once per W, and never so that a resource serves more than its capacity:
+- ends: at the first completion t1 after a solve, every transfer that finishes in
+  [t1, t1 + W] at the current rates forms a group; each member is served at its own
+  exact time, but the group is retired, and rates recomputed, only at its last finish:
+  until then members keep their share (it idles);
+- starts: a start is solved at once if it comes at the instant of the last solve or more
+  than W after it; otherwise it waits (at most W; during a group, for its end) at rate 0.
+So a transfer may start up to W late and hold its share up to W after its end: the error
+is bounded by W per event and pessimistic. W = 0 is exact: every start or end is solved at
+its own instant (starts at one instant together).
+
+Speed. A share begins with its classes in Python lists and runs the inner loops
+(``_advance``, ``_accrue``, ``_due``, ``_next`` here, the solver in maxmin) interpreted: the
+fastest form for a chip's few classes and for short runs. Once the solves of a run have
+touched more than ``COMPILE_AFTER`` class-resource incidences, it moves its classes into
+numpy arrays and runs the same loops compiled by numba (``simnode.engine.jit``); results
+are identical either way.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import Callable
+
+import numpy as np
+import simpy
+from simpy.events import NORMAL
+
+from simnode.engine import maxmin
+from simnode.engine.series import BinnedSeries
+
+INF = math.inf
+EPS_UNITS = 1e-6          # completion tolerance: a transfer within this many units is done
+EPS_REL = 1e-12           # ... plus this share of the units its class has served
+POLICIES = ("fair", "fcfs")
+#: incidences (class x resource) solved interpreted before a share compiles its loops: about
+#: a second of interpreted solving (~2.5 us each), against ~0.8 s to import numba and load
+#: its cached code
+COMPILE_AFTER = 400_000
+
+
+# -- inner loops (numba-compatible: run interpreted on lists or compiled on arrays) ---------------
+def _advance(act, V, crate, dt):
+    """Serve every active class for ``dt``: its virtual clock moves by rate x dt."""
+    for i in range(len(act)):
+        c = act[i]
+        V[c] += crate[c] * dt
+
+
+def _accrue(res_rate, res_bytes, res_busy, dt):
+    """Units served and busy time per resource over ``dt`` at the current rates."""
+    for r in range(len(res_rate)):
+        x = res_rate[r]
+        if x > 0.0:
+            res_bytes[r] += x * dt
+            res_busy[r] += dt
+
+
+def _due(act, top, V, crate, window, out):
+    """Classes whose first member finishes within ``window``; their ids into ``out``,
+    returns how many."""
+    k = 0
+    for i in range(len(act)):
+        c = act[i]
+        v = V[c]
+        if top[c] - v <= crate[c] * window + EPS_UNITS + EPS_REL * v:
+            out[k] = c
+            k += 1
+    return k
+
+
+def _next(act, top, V, crate):
+    """Time from now to the first finish among the active classes (inf if none moves)."""
+    best = INF
+    for i in range(len(act)):
+        c = act[i]
+        r = crate[c]
+        if r > 0.0:
+            t = (top[c] - V[c]) / r
+            if t < best:
+                best = t
+    return best
+
+
+def _release(cs, tags, V, links, w, res_bytes, n, over):
+    """Drop finished members (class ``cs[i]``, finish tag ``tags[i]``) from their classes and
+    take back the units they were credited with after their finish (``over[i]``, units per
+    member, is written out for the series)."""
+    for i in range(len(cs)):
+        c = cs[i]
+        o = V[c] - tags[i]
+        if o < 0.0:
+            o = 0.0
+        over[i] = o
+        if o > 0.0:
+            row = links[c]
+            wr = w[c]
+            for j in range(len(row)):
+                r = row[j]
+                if r < 0:
+                    break
+                res_bytes[r] -= wr[j] * o
+        n[c] -= 1
+
+
+def _note_covers(ids, links, w, keys, nres, has, ratio, uncov):
+    """For each class in ``ids`` and each covered resource X on it: the largest weight on X
+    / weight on Y over its covering resources Y (pair key X * nres + Y in the sorted
+    ``keys``) into ``ratio``; ``uncov[X]`` if the class crosses none of them."""
+    npairs = len(keys)
+    for t in range(len(ids)):
+        c = ids[t]
+        row = links[c]
+        wr = w[c]
+        for j in range(len(row)):
+            x = row[j]
+            if x < 0:
+                break
+            if not has[x]:
+                continue
+            found = False
+            for i in range(len(row)):
+                y = row[i]
+                if y < 0:
+                    break
+                if i == j:
+                    continue
+                key = x * nres + y
+                lo = 0
+                hi = npairs
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if keys[mid] < key:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < npairs and keys[lo] == key:
+                    found = True
+                    q = wr[j] / wr[i]
+                    if q > ratio[lo]:
+                        ratio[lo] = q
+            if not found:
+                uncov[x] = True
+
+
+def _relayout(ids, links, w, skip, sw):
+    """Move each class's skipped resources to the end of its row (order otherwise kept) and
+    set ``sw[c]``: how many of its resources the solver's fills visit."""
+    for t in range(len(ids)):
+        c = ids[t]
+        row = links[c]
+        wr = w[c]
+        n = 0
+        while n < len(row) and row[n] >= 0:
+            n += 1
+        k = 0
+        for j in range(n):                      # keep: the unskipped, in order, to the front
+            if not skip[row[j]]:
+                if k != j:
+                    r = row[j]
+                    x = wr[j]
+                    for i in range(j, k, -1):   # shift the skipped ones between right by one
+                        row[i] = row[i - 1]
+                        wr[i] = wr[i - 1]
+                    row[k] = r
+                    wr[k] = x
+                k += 1
+        sw[c] = k
+
+
+_KERNELS = (_advance, _accrue, _due, _next, _release, _note_covers, _relayout)
+_KERNEL_CONSTANTS = {"INF": INF, "EPS_UNITS": EPS_UNITS, "EPS_REL": EPS_REL}
+
+
+# -- events -----------------------------------------------------------------------------------------
+class _Delayed(simpy.Event):
+    """An event that can be triggered to fire after a delay (as ``simpy.Timeout`` does)."""
+
+    def fire_in(self, delay_ns: float, value=None) -> None:
+        self._ok = True
+        self._value = value
+        self.env.schedule(self, NORMAL, delay_ns)
+
+
+class Transfer(_Delayed):
+    """A transfer's completion event: fires ``latency_ns`` after its last unit is served.
+
+    ``value`` is the ``tag`` given at start. ``injected`` fires when the last unit has been
+    served (left the sender); it is created only if asked for.
+    """
+
+    def __init__(self, env: simpy.Environment, size: float, latency_ns: float, tag=None,
+                 src=None, dst=None, payload_bytes=None):
+        super().__init__(env)
+        self.size = size                    #: units the resources serve (wire bytes for a send)
+        self.payload_bytes = size if payload_bytes is None else payload_bytes
+        self.src = src                      #: sending rank (None for a plain ``start``)
+        self.dst = dst                      #: receiving rank
+        self.latency_ns = latency_ns        #: delay from last unit served to the event firing
+        self.tag = tag
+        self.start_ns = env.now             #: time it was started
+        self.served_ns: float | None = None   #: time its last unit was served
+        self._injected: _Delayed | None = None
+        # simpy sets _ok only when the event fires; a key added after the others makes
+        # CPython give the instance its own dict (~0.7 KB each with a million live transfers)
+        self._ok = True
+
+    @property
+    def injected(self) -> simpy.Event:
+        if self._injected is None:
+            self._injected = _Delayed(self.env)
+            if self.served_ns is not None:      # already finished: fire at its served time
+                self._injected.fire_in(max(self.served_ns - self.env.now, 0.0), self.tag)
+        return self._injected
+
+    def _finish(self, served_in_ns: float) -> None:
+        served_in_ns = float(served_in_ns)
+        self.served_ns = self.env.now + served_in_ns
+        self.fire_in(served_in_ns + self.latency_ns, self.tag)
+        if self._injected is not None:
+            self._injected.fire_in(served_in_ns, self.tag)
+
+
+class Group(_Delayed):
+    """Transfers started together by ``Share.start_group``: fires when the last has arrived
+    (served + its latency); ``served_ns[k]`` and ``arrival_ns[k]`` per member afterwards."""
+
+    def __init__(self, env, latency_ns: np.ndarray, tag=None):
+        super().__init__(env)
+        n = latency_ns.shape[0]
+        self.tag = tag
+        self.start_ns = env.now
+        self.latency_ns = latency_ns
+        self.served_ns = np.full(n, np.nan)
+        self.left = n
+        self.last_ns = env.now              #: latest arrival so far
+        self._ok = True
+
+    @property
+    def arrival_ns(self) -> np.ndarray:
+        return self.served_ns + self.latency_ns
+
+    def _members_done(self, ks, served_ns) -> None:
+        """Members ``ks`` (array) were served at ``served_ns`` (array)."""
+        self.served_ns[ks] = served_ns
+        t = float((served_ns + self.latency_ns[ks]).max())
+        if t > self.last_ns:
+            self.last_ns = t
+        self.left -= len(ks)
+        if self.left == 0:
+            self.fire_in(max(self.last_ns - self.env.now, 0.0), self.tag)
+
+
+# -- the engine ---------------------------------------------------------------------------------------
+class Share:
+    """Transfers sharing resources max-min fairly; see the module docstring."""
+
+    def __init__(self, env: simpy.Environment, batch_window_ns: float = 0.0,
+                 series_bins: int = 0, series_bin_ns: float = 1000.0,
+                 on_rates: Callable | None = None):
+        """``series_bins`` > 0 keeps per-resource units served over time in that many bins
+        (``series``); ``on_rates(now_ns, rates)`` is called after every solve."""
+        if not batch_window_ns >= 0:
+            raise ValueError(f"batch_window_ns must be >= 0, not {batch_window_ns}")
+        self.env = env
+        self.batch_window_ns = float(batch_window_ns)
+        self.on_rates = on_rates
+        self.on_served: Callable | None = None  #: callback(transfer) once its finish is known
+        self.last_served_ns = 0.0           #: latest time a last unit was served
+        self.names: list[str] = []
+        self.series = BinnedSeries(0, series_bins, series_bin_ns) if series_bins else None
+        self.recomputes = 0                 #: solver runs
+        self.transfers_started = 0
+        self.transfers_done = 0
+        self.compiled = False               #: True once the loops run compiled on arrays
+        # resources
+        self._cap: list = []
+        self._fcfs: list = []
+        self._any_fcfs = False
+        self._bytes: list = []
+        self._busy: list = []
+        self._rate: list = []
+        self._skip: list = []               # resource cannot fill: left out of solves (``cover``)
+        self._cover_of: dict = {}           # X -> [Y, ...] (``cover``)
+        self._covering: set = set()         # every Y of some cover
+        self._cover_arrays = None
+        # classes: rows of per-class state, a row reused once its class empties. A class is
+        # either keyed (transfers with equal (cap, resources, weights) merge; members in a
+        # heap of (finish tag, seq, member)) or solo: one member of a group (``_sg`` = the
+        # group's index, ``_sk`` = the member's), whose finish tag is ``_top``
+        self._key2cls: dict = {}
+        self._cls_key: list = []
+        self._heaps: list = []
+        self._free: list = []
+        self._links: list = []              # resource ids per class (-1 padded when arrays)
+        self._w: list = []                  # weight per resource
+        self._sw: list = []                 # resources the solver visits (skipped ones last)
+        self._ccap: list = []
+        self._n: list = []                  # members (the class's multiplicity in the solve)
+        self._V: list = []                  # units served per member at self._t
+        self._crate: list = []              # rate per member
+        self._top: list = []                # smallest finish tag (inf if none)
+        self._sg: list = []
+        self._sk: list = []
+        self._act: set = set()              # active classes (n > 0), interpreted mode
+        self._act_arr = None                # the active classes in row order (cached)
+        self._width = 1
+        self._groups: list = []             # Group per group index (None once done)
+        self._pending: list = []            # (key, size, member, merge) waiting for the next solve
+        self._pending_groups: list = []     # (group index, sizes, rows, weights, caps)
+        self._ghosts: list = []             # (class, tag, served_ns): done, still holding a share
+        self._solo_ghosts: list = []        # compiled mode: (classes, tags, served_ns) arrays
+        self._hold_until: float | None = None
+        self._t = 0.0                       # time V and the counters are advanced to
+        self._last_solve_ns = -INF
+        self._wake_at: float | None = None
+        self._in_wake = False
+        self._deferred: list = []           # callbacks of finished start_cb transfers
+        self._gen = 0
+        self._seq = 0
+        self._work = 0                      # incidences solved so far (interpreted)
+        self._k = {f.__name__: f for f in _KERNELS}
+        self._solve_fn = maxmin._rates
+        self._scratch = None
+
+    # -- resources -----------------------------------------------------------------------------
+    def add_resource(self, name: str, capacity: float, policy: str = "fair") -> int:
+        """Add a resource serving ``capacity`` units/ns (GB/s for bytes); returns its id."""
+        return self.add_resources([name], [capacity], policy)[0]
+
+    def add_resources(self, names: list[str], capacities, policy: str = "fair") -> list[int]:
+        """Add several resources at once; returns their ids (see ``add_resource``)."""
+        caps = [float(c) for c in capacities]
+        if len(caps) != len(names):
+            raise ValueError("one capacity per resource name is needed")
+        if policy not in POLICIES:
+            raise ValueError(f"policy {policy!r}: expected one of {POLICIES}")
+        for name, c in zip(names, caps):
+            if not c > 0:
+                raise ValueError(f"resource {name!r}: capacity must be > 0, not {c}")
+        first = len(self.names)
+        self.names.extend(names)
+        fcfs = policy == "fcfs"
+        self._any_fcfs = self._any_fcfs or fcfs
+        if self.compiled:
+            self._cap = np.concatenate([self._cap, caps])
+            self._fcfs = np.concatenate([self._fcfs, np.full(len(caps), fcfs)])
+            self._skip = np.concatenate([self._skip, np.zeros(len(caps), dtype=np.bool_)])
+            for name in ("_bytes", "_busy", "_rate"):
+                setattr(self, name, np.concatenate([getattr(self, name), np.zeros(len(caps))]))
+        else:
+            self._cap.extend(caps)
+            self._fcfs.extend([fcfs] * len(caps))
+            self._skip.extend([False] * len(caps))
+            for lst in (self._bytes, self._busy, self._rate):
+                lst.extend([0.0] * len(caps))
+        if self.series is not None:
+            self.series.grow(len(self.names))
+        self._scratch = None
+        return list(range(first, len(self.names)))
+
+    def cover(self, resource: int, by) -> None:
+        """Declare that every transfer crossing ``resource`` (X) also crosses at least one of
+        ``by`` (the Ys: max-min resources without covers of their own). Once the loops run
+        compiled, the engine watches each transfer's weights: when the sum over Y of
+        capacity(Y) x the largest (weight on X / weight on Y) seen is within X's capacity,
+        X can never fill before its Ys, so its constraint is redundant and solves leave it
+        out (exact; its load is still counted). A transfer on X that crosses no Y keeps X
+        in for good. Speed only: results are the same with or without covers."""
+        by = [int(y) for y in by]
+        for y in by:
+            if y in self._cover_of or self._fcfs[y]:
+                raise ValueError(f"resource {self.names[y]!r} cannot cover others: it has a cover "
+                                 f"of its own or serves first come, first served")
+        if resource in self._cover_of or resource in by or resource in self._covering:
+            raise ValueError(f"resource {self.names[resource]!r}: cover declared twice, by "
+                             f"itself, or for a resource that covers others")
+        self._cover_of[resource] = by
+        self._covering.update(by)
+        self._cover_arrays = None
+
+    def _cover_state(self):
+        """(sorted pair keys X * nres + Y, their ratios, per-resource has-cover flags,
+        per-resource uncovered flags)."""
+        if self._cover_arrays is None:
+            nres = len(self.names)
+            keys = sorted(x * nres + y for x, ys in self._cover_of.items() for y in ys)
+            has = np.zeros(nres, dtype=np.bool_)
+            has[list(self._cover_of)] = True
+            self._cover_arrays = (np.array(keys, dtype=np.int64), np.zeros(len(keys)), has,
+                                  np.zeros(nres, dtype=np.bool_))
+        return self._cover_arrays
+
+    def _note_covers(self, ids: np.ndarray) -> None:
+        """Compiled mode: take the new classes ``ids`` into the cover ratios, decide which
+        resources solves may leave out, and lay rows out for the solver (``_relayout``)."""
+        if not self._cover_of:
+            return
+        keys, ratio, has, uncov = self._cover_state()
+        nres = len(self.names)
+        self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, ratio, uncov)
+        x, y = keys // nres, keys % nres
+        bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
+        skip = has & ~uncov & (bound <= self._cap)
+        if (self._skip & ~skip).any():          # a resource must be solved again: every row
+            ids = np.union1d(ids, np.flatnonzero(self._n > 0))
+        self._skip = skip
+        self._k["_relayout"](ids, self._links, self._w, self._skip, self._sw)
+
+    @property
+    def capacity(self) -> np.ndarray:
+        return np.asarray(self._cap, dtype=float)
+
+    @property
+    def bytes_by_resource(self) -> np.ndarray:
+        """Units each resource has served up to the last solve (``sync()`` for now)."""
+        return np.asarray(self._bytes, dtype=float)
+
+    @property
+    def busy_ns(self) -> np.ndarray:
+        return np.asarray(self._busy, dtype=float)
+
+    @property
+    def current_rate(self) -> np.ndarray:
+        return np.asarray(self._rate, dtype=float)
+
+    def sync(self) -> None:
+        """Bring unit counters and series up to ``env.now`` (rates unchanged)."""
+        self._advance_to(self.env.now)
+
+    # -- transfers -------------------------------------------------------------------------------
+    def start(self, size: float, resources: tuple, weights: tuple | None = None,
+              cap: float = INF, latency_ns: float = 0.0, tag=None) -> Transfer:
+        """Begin a transfer of ``size`` units over ``resources`` (``weights``: units of each
+        per unit of the transfer, default 1) at most ``cap`` units/ns; returns its event."""
+        tr = Transfer(self.env, size, latency_ns, tag)
+        self._begin(size, tuple(resources), weights, cap, tr)
+        return tr
+
+    def start_cb(self, size: float, resources: tuple, weights, cap: float, fn, arg=None) -> None:
+        """As ``start``, but ``fn(served_ns, arg)`` is called when the last unit is served
+        (from inside the engine, once its state is consistent) instead of firing an event."""
+        self._begin(size, resources, weights, cap, (fn, arg))
+
+    def start_group(self, sizes, rows, weights, caps, latency_ns, tag=None) -> Group:
+        """Start ``len(sizes)`` transfers at once: transfer k has ``sizes[k]`` units over the
+        resources ``rows[k]`` (-1 or a weight of 0: none) with ``weights[k]`` and cap
+        ``caps[k]``, and arrives ``latency_ns[k]`` after its last unit; returns one event for
+        all of them."""
+        sizes = np.asarray(sizes, dtype=float)
+        n = sizes.shape[0]
+        lat = np.broadcast_to(np.asarray(latency_ns, dtype=float), (n,)).copy()
+        group = Group(self.env, lat, tag)
+        self.transfers_started += n
+        if n == 0:
+            group.fire_in(0.0, tag)
+            return group
+        rows = np.asarray(rows, dtype=np.int64).reshape(n, -1)
+        weights = np.asarray(weights, dtype=float).reshape(n, -1)
+        caps = np.broadcast_to(np.asarray(caps, dtype=float), (n,))
+        # a resource with weight 0 is not used: drop it, keeping the order of the others
+        valid = (rows >= 0) & (weights > 0)
+        order = np.argsort(~valid, axis=1, kind="stable")
+        keep = np.take_along_axis(valid, order, axis=1)
+        rows = np.where(keep, np.take_along_axis(rows, order, axis=1), -1)
+        weights = np.where(keep, np.take_along_axis(weights, order, axis=1), 0.0)
+        width = int(keep.sum(axis=1).max())
+        rows, weights = rows[:, :max(width, 1)], weights[:, :max(width, 1)]
+        if rows.size and rows.max() >= len(self.names):
+            raise ValueError(f"unknown resource id in rows (max {rows.max()})")
+        if (sizes < 0).any() or not (caps > 0).all():
+            raise ValueError("sizes must be >= 0 and caps > 0")
+        gid = len(self._groups)
+        self._groups.append(group)
+        # nothing to serve: done at once (a cap alone serves it at that rate)
+        idle = (sizes == 0) | (~keep[:, 0] & np.isinf(caps))
+        if idle.any():
+            ks = np.flatnonzero(idle)
+            served = self.env.now + np.where(np.isinf(caps[ks]), 0.0, sizes[ks] / caps[ks])
+            self._group_done(gid, ks, served)
+        live = np.flatnonzero(~idle)
+        if live.size:
+            self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
+                                         np.array(caps[live])))
+            self._request_start()
+        return group
+
+    def _begin(self, size, resources, weights, cap, member, merge: bool = True) -> None:
+        if size < 0:
+            raise ValueError(f"size must be >= 0, not {size}")
+        if not cap > 0:
+            raise ValueError(f"cap must be > 0, not {cap}")
+        if resources and (min(resources) < 0 or max(resources) >= len(self.names)):
+            raise ValueError(f"unknown resource id in {resources}")
+        if weights is not None:
+            weights = tuple(float(w) for w in weights)
+            if len(weights) != len(resources) or not all(w > 0 for w in weights):
+                raise ValueError(f"weights {weights}: one positive weight per resource needed")
+        self.transfers_started += 1
+        if size == 0 or (not resources and cap == INF):
+            self._retire(member, 0.0 if cap == INF else size / cap)
+            if type(member) is tuple:
+                self._request_start()               # its callback runs in the next wake
+            return
+        self._pending.append(((cap, resources, weights), size, member, merge))
+        self._request_start()
+
+    def _request_start(self) -> None:
+        if self._in_wake:
+            return                                  # placed (or held) by the running wake
+        now, last = self.env.now, self._last_solve_ns
+        # a start at the instant of the last solve (e.g. the next copy of a pipe whose previous
+        # one was just retired) is solved at once; later ones wait for the window
+        self._request(now if now == last else max(now, last + self.batch_window_ns))
+
+    def _retire(self, member, served_in_ns: float) -> None:
+        self.transfers_done += 1
+        served = self.env.now + served_in_ns
+        if served > self.last_served_ns:
+            self.last_served_ns = served
+        if type(member) is tuple:
+            self._deferred.append((member, served))
+        else:
+            member._finish(served_in_ns)
+            if self.on_served is not None:
+                self.on_served(member)
+
+    def _group_done(self, gid: int, ks: np.ndarray, served: np.ndarray) -> None:
+        self.transfers_done += len(ks)
+        m = float(served.max())
+        if m > self.last_served_ns:
+            self.last_served_ns = m
+        group = self._groups[gid]
+        group._members_done(ks, served)
+        if group.left == 0:
+            self._groups[gid] = None
+
+    # -- the event loop --------------------------------------------------------------------------
+    def _request(self, t_ns: float) -> None:
+        if self._hold_until is not None and t_ns < self._hold_until:
+            t_ns = self._hold_until             # no solve while a completion group runs
+        if self._wake_at is None or t_ns < self._wake_at:
+            self._gen += 1
+            self._wake_at = t_ns
+            gen = self._gen
+            self.env.timeout(float(t_ns - self.env.now)).callbacks.append(lambda _e: self._wake(gen))
+
+    def _advance_to(self, now: float) -> None:
+        dt = now - self._t
+        if dt > 0:
+            k = self._k
+            k["_advance"](self._active(), self._V, self._crate, dt)
+            k["_accrue"](self._rate, self._bytes, self._busy, dt)
+            if self.series is not None:
+                self.series.add_rates(self._t, now, np.asarray(self._rate, dtype=float))
+            self._t = now
+
+    def _active(self):
+        """The active classes in row order (both forms visit them in the same order, so
+        their floating-point sums agree to the bit)."""
+        if self._act_arr is None:
+            self._act_arr = np.flatnonzero(self._n > 0) if self.compiled else sorted(self._act)
+        return self._act_arr
+
+    def _run_deferred(self) -> None:
+        """Call the callbacks of finished ``start_cb`` transfers (they may start new ones,
+        which join this wake's solve)."""
+        while self._deferred:
+            done, self._deferred = self._deferred, []
+            for (fn, arg), served in done:
+                fn(served, arg)
+
+    def _wake(self, gen: int) -> None:
+        if gen != self._gen:
+            return                              # superseded by a later request
+        self._wake_at = None
+        now = self.env.now
+        self._advance_to(now)
+        self._in_wake = True
+        try:
+            if not self._ghosts and not self._solo_ghosts:   # (else: a group ends now)
+                end = self._commit_group(now)
+                if end > now:                   # hold rates until the group's last finish
+                    self._hold_until = end
+                    self._run_deferred()
+                    self._request(end)
+                    return
+            self._release_ghosts()
+            self._run_deferred()
+            self._place()
+        finally:
+            self._in_wake = False
+        self._solve()
+        self._last_solve_ns = now
+        t = self._k["_next"](self._active(), self._top, self._V, self._crate)
+        if t < INF:
+            self._request(now + max(t, 0.0))
+
+    def _place(self) -> None:
+        """Put the pending starts into their classes (their finish tags on the clocks)."""
+        pending, self._pending = self._pending, []
+        for key, size, member, merge in pending:
+            c = self._class(key, merge)
+            self._seq += 1
+            tag = self._V[c] + size
+            heapq.heappush(self._heaps[c], (tag, self._seq, member))
+            if self._n[c] == 0 and not self.compiled:
+                self._act.add(c)
+            self._n[c] += 1
+            if tag < self._top[c]:
+                self._top[c] = tag
+        groups, self._pending_groups = self._pending_groups, []
+        for gid, ks, sizes, rows, weights, caps in groups:
+            self._place_group(gid, ks, sizes, rows, weights, caps)
+        self._act_arr = None
+
+    def _place_group(self, gid, ks, sizes, rows, weights, caps) -> None:
+        """Solo classes for the members ``ks`` of a group (vectorized when compiled)."""
+        m = sizes.shape[0]
+        width = rows.shape[1]
+        if not self.compiled:
+            # rows stay -1 padded (the loops stop at the first -1); new rows are appended in
+            # bulk, freed rows reused first
+            if width > self._width:
+                self._width = width
+                self._scratch = None
+            link_rows = list(map(tuple, rows.tolist()))
+            w_rows = list(map(tuple, weights.tolist()))
+            reuse = min(len(self._free), m)
+            ids = [self._free.pop() for _ in range(reuse)]
+            for i, c in enumerate(ids):
+                self._links[c], self._w[c], self._sw[c] = link_rows[i], w_rows[i], width
+                self._ccap[c], self._V[c], self._crate[c] = float(caps[i]), 0.0, 0.0
+                self._top[c], self._n[c] = float(sizes[i]), 1    # a new class: V = 0
+                self._sg[c], self._sk[c] = gid, int(ks[i])
+            first = len(self._cls_key)
+            rest = m - reuse
+            if rest:
+                self._links.extend(link_rows[reuse:])
+                self._w.extend(w_rows[reuse:])
+                self._sw.extend([width] * rest)
+                self._ccap.extend(caps[reuse:].tolist())
+                self._top.extend(sizes[reuse:].tolist())
+                self._sk.extend(ks[reuse:].tolist())
+                for lst, v in ((self._n, 1), (self._V, 0.0), (self._crate, 0.0),
+                               (self._cls_key, None), (self._sg, gid)):
+                    lst.extend([v] * rest)
+                self._heaps.extend([] for _ in range(rest))
+            self._act.update(ids)
+            self._act.update(range(first, first + rest))
+            return
+        if width > self._width:
+            self._widen(width)
+        if len(self._free) < m:
+            self._grow(m - len(self._free) + len(self._cls_key) // 8 + 64)
+        ids = np.array(self._free[:-m - 1:-1], dtype=np.int64)     # lowest rows first
+        del self._free[-m:]
+        self._links[ids] = -1
+        self._links[ids, :width] = rows
+        self._w[ids] = 0.0
+        self._w[ids, :width] = weights
+        self._sw[ids] = width
+        self._ccap[ids] = caps
+        self._V[ids] = 0.0
+        self._crate[ids] = 0.0
+        self._top[ids] = sizes
+        self._n[ids] = 1
+        self._sg[ids] = gid
+        self._sk[ids] = ks
+        self._note_covers(ids)
+
+    def _commit_group(self, now: float) -> float:
+        """Serve every member finishing within the window (their completions fire at their
+        own times); returns the group's last finish (``now`` if none). Members stay in
+        their classes, as ghosts, until then."""
+        act = self._active()
+        if len(act) == 0:
+            return now
+        window = self.batch_window_ns + now * 1e-15     # + float resolution of the clock
+        out = self._due_buf(len(act))
+        k = self._k["_due"](act, self._top, self._V, self._crate, window, out)
+        end = now
+        exact = self.batch_window_ns == 0.0
+        if self.compiled:
+            due = out[:k]
+            sg = self._sg[due]
+            solo = due[sg >= 0]
+            multi = due[sg < 0].tolist()
+            if solo.size:
+                end = max(end, self._commit_solo(solo, now, exact))
+        else:
+            multi = []
+            done: dict = {}                             # group -> ([member], [served_ns])
+            for i in range(k):
+                c = out[i]
+                g = self._sg[c]
+                if g >= 0:
+                    v, r, tag = self._V[c], self._crate[c], self._top[c]
+                    served = now + (0.0 if exact else (max(tag - v, 0.0) / r if r > 0 else 0.0))
+                    self._ghosts.append((c, tag, served))
+                    self._top[c] = INF
+                    ks, ts = done.setdefault(g, ([], []))
+                    ks.append(self._sk[c])
+                    ts.append(served)
+                    if served > end:
+                        end = served
+                else:
+                    multi.append(c)
+            for g in sorted(done):
+                ks, ts = done[g]
+                self._group_done(g, np.array(ks, dtype=np.int64), np.array(ts))
+        for c in multi:
+            heap, v, r = self._heaps[c], self._V[c], self._crate[c]
+            lim = v + r * window + EPS_UNITS + EPS_REL * v
+            while heap and heap[0][0] <= lim:
+                tag, _, member = heapq.heappop(heap)
+                # W = 0: whatever is left is below the clock's resolution: served now
+                served_in = 0.0 if exact else (max(tag - v, 0.0) / r if r > 0 else 0.0)
+                self._retire(member, served_in)
+                self._ghosts.append((c, tag, now + served_in))
+                if now + served_in > end:
+                    end = now + served_in
+            self._top[c] = heap[0][0] if heap else INF
+        return end
+
+    def _commit_solo(self, solo: np.ndarray, now: float, exact: bool) -> float:
+        """Compiled mode: serve the due solo classes ``solo`` at once; returns their last
+        finish."""
+        tags = self._top[solo]
+        if exact:
+            served = np.full(solo.shape, now)
+        else:
+            v, r = self._V[solo], self._crate[solo]
+            served = now + np.where(r > 0, np.maximum(tags - v, 0.0) / np.where(r > 0, r, 1.0), 0.0)
+        self._solo_ghosts.append((solo, tags, served))
+        self._top[solo] = INF
+        gids = self._sg[solo]
+        order = np.argsort(gids, kind="stable")
+        gids, ks, served_o = gids[order], self._sk[solo[order]], served[order]
+        cuts = np.flatnonzero(np.diff(gids)) + 1
+        bounds = [0] + cuts.tolist() + [gids.size]
+        for i, g in enumerate(gids[bounds[:-1]].tolist()):
+            a, b = bounds[i], bounds[i + 1]
+            self._group_done(g, ks[a:b], served_o[a:b])
+        return float(served.max())
+
+    def _release_ghosts(self) -> None:
+        """Drop finished members from their classes and take back the units they were
+        credited with after their finish (their share idled meanwhile)."""
+        self._hold_until = None
+        if not self._ghosts and not self._solo_ghosts:
+            return
+        now = self.env.now
+        ghosts, self._ghosts = self._ghosts, []
+        solos, self._solo_ghosts = self._solo_ghosts, []
+        if self.compiled:
+            parts = solos + ([tuple(np.array(x) for x in zip(*ghosts))] if ghosts else [])
+            cs = np.concatenate([p[0] for p in parts]).astype(np.int64)
+            tags = np.concatenate([p[1] for p in parts]).astype(float)
+            served = np.concatenate([p[2] for p in parts]).astype(float)
+            over = np.zeros(cs.shape[0])
+            self._k["_release"](cs, tags, self._V, self._links, self._w, self._bytes, self._n, over)
+            if self.series is not None and (over > 0).any():
+                m = over > 0
+                rows = self._links[cs[m]]
+                self.series.add_spans(served[m], now, rows,
+                                      -(self._w[cs[m]] * over[m][:, None]))
+            freed = np.unique(cs[self._n[cs] == 0])
+            keyed = freed[self._sg[freed] < 0]          # solo classes have no key
+            self._top[freed] = INF
+            self._crate[freed] = 0.0
+            self._sg[freed] = -1
+            for c in keyed.tolist():
+                if self._cls_key[c] is not None:
+                    del self._key2cls[self._cls_key[c]]
+                    self._cls_key[c] = None
+            self._free.extend(freed[::-1].tolist())
+            self._act_arr = None
+            return
+        cs = [g[0] for g in ghosts]
+        tags = [g[1] for g in ghosts]
+        over = [0.0] * len(cs)
+        self._k["_release"](cs, tags, self._V, self._links, self._w, self._bytes, self._n, over)
+        if self.series is not None and any(o > 0.0 for o in over):
+            m = [i for i, o in enumerate(over) if o > 0.0]
+            width = max(len(self._links[cs[i]]) for i in m)
+            rows = np.array([tuple(self._links[cs[i]]) + (-1,) * (width - len(self._links[cs[i]]))
+                             for i in m], dtype=np.int64)
+            w = np.array([tuple(self._w[cs[i]]) + (0.0,) * (width - len(self._w[cs[i]]))
+                          for i in m])
+            self.series.add_spans(np.array([ghosts[i][2] for i in m]), now, rows,
+                                  -(w * np.array([over[i] for i in m])[:, None]))
+        freed = sorted({c for c in cs if self._n[c] == 0})
+        for c in freed:
+            if self._cls_key[c] is not None:
+                del self._key2cls[self._cls_key[c]]
+                self._cls_key[c] = None
+            self._top[c] = INF
+            self._crate[c] = 0.0
+            self._sg[c] = -1
+            self._act.discard(c)
+        self._free.extend(reversed(freed))
+        self._act_arr = None
+
+    def _solve(self) -> None:
+        self.recomputes += 1
+        act = self._active()
+        if len(act) == 0:
+            for r in range(len(self._rate)):
+                self._rate[r] = 0.0
+        else:
+            s = self._scratch_for(len(self._n))
+            err = self._solve_fn(act, self._links, self._w, self._sw, self._n, self._ccap, self._cap,
+                                 self._fcfs, self._any_fcfs, self._skip, self._crate, self._rate,
+                                 *s)
+            if err:
+                raise ValueError("unbounded rates: a transfer crosses no limited resource and "
+                                 "has no cap (a first-come-first-served resource does not bound "
+                                 "its users by itself)")
+            if not self.compiled:
+                self._work += len(act) * self._width
+                if self._work > COMPILE_AFTER:
+                    self._compile()
+        if self.on_rates is not None:
+            self.on_rates(self.env.now, self._rate)
+
+    # -- class rows ----------------------------------------------------------------------------------
+    def _class(self, key, merge: bool = True) -> int:
+        """The row of ``key``'s class (a new one if none, or if ``merge`` is False: a
+        transfer of a group has a class of its own, found without hashing its key)."""
+        if merge:
+            c = self._key2cls.get(key)
+            if c is not None:
+                return c
+        cap, resources, weights = key
+        if weights is None:
+            weights = (1.0,) * len(resources)
+        width = len(resources)
+        if self.compiled:
+            if width > self._width:
+                self._widen(width)
+            if not self._free:
+                self._grow(max(64, len(self._cls_key) // 8))
+            c = self._free.pop()
+            self._links[c] = -1
+            self._links[c, :width] = resources
+            self._w[c] = 0.0
+            self._w[c, :width] = weights
+            self._sw[c] = width
+            self._note_covers(np.array([c], dtype=np.int64))
+        else:
+            if width > self._width:
+                self._width = width
+                self._scratch = None
+            if self._free:
+                c = self._free.pop()
+                self._links[c], self._w[c], self._sw[c] = resources, weights, width
+            else:
+                c = len(self._cls_key)
+                self._links.append(resources)
+                self._w.append(weights)
+                self._sw.append(width)
+                for lst, v in ((self._ccap, 0.0), (self._n, 0), (self._V, 0.0),
+                               (self._crate, 0.0), (self._top, INF), (self._cls_key, None),
+                               (self._sg, -1), (self._sk, 0)):
+                    lst.append(v)
+                self._heaps.append([])
+        self._ccap[c] = cap
+        self._V[c] = 0.0
+        self._crate[c] = 0.0
+        self._top[c] = INF
+        if merge:
+            self._cls_key[c] = key
+            self._key2cls[key] = c
+        return c
+
+    def _widen(self, width: int) -> None:
+        """Compiled mode: room for classes crossing ``width`` resources."""
+        pad = width - self._width
+        self._links = np.hstack([self._links, np.full((self._links.shape[0], pad), -1, np.int64)])
+        self._w = np.hstack([self._w, np.zeros((self._w.shape[0], pad))])
+        self._width = width
+        self._scratch = None
+
+    def _grow(self, grow: int) -> None:
+        """Compiled mode: add ``grow`` free class rows (popped lowest first)."""
+        start = self._links.shape[0]
+        self._links = np.vstack([self._links, np.full((grow, self._width), -1, np.int64)])
+        self._w = np.vstack([self._w, np.zeros((grow, self._width))])
+        for name, fill in (("_ccap", 0.0), ("_V", 0.0), ("_crate", 0.0), ("_top", INF)):
+            setattr(self, name, np.concatenate([getattr(self, name), np.full(grow, fill)]))
+        self._n = np.concatenate([self._n, np.zeros(grow, dtype=np.int64)])
+        self._sw = np.concatenate([self._sw, np.zeros(grow, dtype=np.int64)])
+        self._sg = np.concatenate([self._sg, np.full(grow, -1, dtype=np.int64)])
+        self._sk = np.concatenate([self._sk, np.zeros(grow, dtype=np.int64)])
+        self._cls_key.extend([None] * grow)
+        self._heaps.extend([] for _ in range(grow))
+        # popped after the rows already free, lowest first: as the interpreted form, which
+        # reuses freed rows before it appends new ones (same rows, same results)
+        self._free[:0] = range(start + grow - 1, start - 1, -1)
+        self._scratch = None
+        self._act_arr = None
+
+    def compile_now(self) -> None:
+        """Run the compiled loops from now on (a caller that knows its run is long saves the
+        interpreted solves before the automatic switch); no-op without numba."""
+        if not self.compiled:
+            self._compile()
+
+    def _compile(self) -> None:
+        """Move the class rows into numpy arrays and run the compiled loops (same results)."""
+        fns = maxmin.compiled()
+        from simnode.engine.jit import compile_functions
+        kern = compile_functions(_KERNELS, _KERNEL_CONSTANTS)
+        if fns is None or kern is None:
+            self._work = -INF                   # numba missing: stay interpreted
+            return
+        rows = len(self._cls_key)
+        width = self._width
+        links = np.full((rows, width), -1, dtype=np.int64)
+        w = np.zeros((rows, width))
+        for c in range(rows):
+            m = len(self._links[c])
+            if m:
+                links[c, :m] = self._links[c]
+                w[c, :m] = self._w[c]
+        self._links, self._w = links, w
+        self._ccap = np.asarray(self._ccap, dtype=float)
+        self._n = np.asarray(self._n, dtype=np.int64)
+        self._sw = np.full(rows, width, dtype=np.int64)
+        self._sg = np.asarray(self._sg, dtype=np.int64)
+        self._sk = np.asarray(self._sk, dtype=np.int64)
+        for name in ("_V", "_crate", "_top", "_cap", "_bytes", "_busy", "_rate"):
+            setattr(self, name, np.asarray(getattr(self, name), dtype=float))
+        self._fcfs = np.asarray(self._fcfs, dtype=np.bool_)
+        self._skip = np.asarray(self._skip, dtype=np.bool_)
+        if self._ghosts:
+            g = self._ghosts
+            self._solo_ghosts.append((np.array([x[0] for x in g], dtype=np.int64),
+                                      np.array([x[1] for x in g]), np.array([x[2] for x in g])))
+            self._ghosts = []
+        self._act = None
+        self._act_arr = None
+        self._k = kern
+        self._solve_fn = fns
+        self._scratch = None
+        self.compiled = True
+        self._note_covers(np.flatnonzero(self._n > 0))
+
+    def _scratch_for(self, rows: int):
+        """Scratch buffers of the solver, sized for ``rows`` classes (kept between solves)."""
+        s = self._scratch
+        nres = len(self._cap)
+        need_inc = max(1, rows * self._width)
+        if s is not None and s[-1] >= rows and s[-2] >= need_inc:
+            return s[:-2]
+        if self.compiled:
+            s = (np.zeros(nres, dtype=np.bool_), np.zeros(nres), np.zeros(nres, dtype=np.int64),
+                 np.zeros(nres), np.zeros(nres, dtype=np.int64), np.zeros(nres + 1, dtype=np.int64),
+                 np.zeros(need_inc, dtype=np.int64), np.zeros(rows, dtype=np.bool_),
+                 np.zeros(rows), np.zeros(nres))
+        else:
+            s = ([False] * nres, [0.0] * nres, [0] * nres, [0.0] * nres, [0] * nres,
+                 [0] * (nres + 1), [0] * need_inc, [False] * rows, [0.0] * rows, [0.0] * nres)
+        self._scratch = s + (need_inc, rows)
+        return s[:-2] if len(s) > 10 else s
+
+    def _due_buf(self, n: int):
+        return np.zeros(n, dtype=np.int64) if self.compiled else [0] * n
