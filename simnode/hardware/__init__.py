@@ -2,5 +2,5 @@
 
 ``memory.L2Cache`` decides L2 hit or miss; ``chip.ChipSim`` runs a kernel schedule
 on a chip: one SimPy process per (core, unit, pipe), flags between them, GM
-traffic through L2/HBM bandwidth shared with ``engine.fluid``.
+traffic through L2/HBM bandwidth shared with ``engine.share``.
 """

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from simnode.config.chip import DTYPE_BITS, GM_PATHS, ChipSpec
-from simnode.engine.fluid import FluidShare
+from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER
 from simnode.errors import DeadlockError, ScheduleError
 from simnode.hardware.memory import L2Cache
@@ -93,45 +93,119 @@ class _Path:
         self.write = spec.name in _WRITE_PATHS
 
 
+class _Flag:
+    """One flag of one core (a pipe pair's event id, or a cross-core flag): the times of its
+    sets not yet consumed (a heap), and the pipe waiting on it, if any."""
+    __slots__ = ("key", "q", "waiter")
+
+    def __init__(self, key):
+        self.key = key
+        self.q = []
+        self.waiter = None
+
+
+class _Pipe:
+    """One pipe's place in its instruction list and its clocks (see the module docstring)."""
+    __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
+                 "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
+                 "copy_start", "copy_parts", "copy_end", "copied", "aligned", "finished", "name",
+                 "group", "ops")
+
+    def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
+        self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
+        self.name = f"core{core:02d}.{unit}.{pipe}"
+        self.i = 0
+        self.t = self.done = now
+        self.stats = stats
+        self.inflight = deque()
+        self.limit = limit
+        self.cyc = cyc
+        self.tid = None
+        self.qtrack = None
+        self.busy = self.stall = self.queue_full = 0.0
+        self.waits = {}
+        self.copy_start = 0.0
+        self.copy_parts = 0
+        self.copy_end = 0.0
+        self.copied = False         #: its GM copy at ``i`` has finished streaming
+        self.aligned = False        #: the GM copy at ``i`` may start now (its time has come)
+        self.finished = False
+        self.group = None           #: the launch it belongs to: {"left", "done", "run"}
+        self.ops = None             #: the compiled program (``ChipSim._compile``)
+
+
 class ChipSim:
     """One chip. Several may share an ``env`` and a ``share`` (a supernode)."""
 
     def __init__(self, chip: ChipSpec, env: simpy.Environment | None = None, share=None,
-                 tracer=NULL_TRACER, name: str = "chip0"):
+                 tracer=NULL_TRACER, name: str = "chip0", hbm: int | None = None):
+        """``share``: the engine its GM traffic runs on (its own if None; a supernode's, so
+        the chip's copies and the rank's messages share one clock and one HBM); ``hbm``:
+        that HBM's resource id on ``share`` if it exists already (e.g. ``rankR.hbm``)."""
         self.chip = chip
         self.env = env if env is not None else simpy.Environment()
-        self.share = share if share is not None else FluidShare(self.env)
+        self.share = share if share is not None else Share(self.env)
         self.name = name
         self.tracer = tracer
         self.r_l2 = self.share.add_resource(f"{name}.l2", chip.memory.l2_bandwidth_GBps)
-        self.r_hbm = self.share.add_resource(f"{name}.hbm", chip.memory.hbm_bandwidth_GBps)
+        self.r_hbm = hbm if hbm is not None else self.share.add_resource(
+            f"{name}.hbm", chip.memory.hbm_bandwidth_GBps)
         self.l2 = L2Cache(chip.memory.l2_capacity_bytes)
         self._paths = {n: _Path(p, chip.aic_freq_GHz) for n, p in chip.paths.items()}
         self._aic_cycle_ns = 1.0 / chip.aic_freq_GHz
         self._aiv_cycle_ns = 1.0 / chip.aiv_freq_GHz
         self._flags: dict = {}
-        self._waiters: dict = {}
-        self._blocked: dict = {}
+        self._ready: deque = deque()
+        self._draining = False
+        self._pipes: list = []
         self._pid = tracer.process(name) if tracer.enabled else 0
-        self._hbm_read = 0.0
-        self._hbm_write = 0.0
+        # every GM read crosses L2, a miss or a write HBM as well (facts 1.1/1.4)
+        self._res_hit = (self.r_l2,)
+        self._res_miss = (self.r_l2, self.r_hbm)
 
     # -- public ---------------------------------------------------------------------------
     def launch(self, schedule: KernelSchedule) -> tuple[simpy.Event, ChipRun]:
         """Start every pipe of ``schedule``; the event fires when all have finished."""
         schedule.check(self.chip)
-        run = ChipRun(schedule, self.env.now, self.env.now)
-        procs = []
+        now = self.env.now
+        run = ChipRun(schedule, now, now)
+        chip = self.chip
+        pipes = []
         for prog in schedule.cores:
             for (unit, pipe), instrs in prog.pipes.items():
                 if not instrs:
                     continue
                 stats = run.pipe_stats[(prog.core, unit, pipe)] = PipeStats()
-                procs.append(self.env.process(self._pipe(prog.core, unit, pipe, instrs, stats)))
+                cyc = self._aic_cycle_ns if unit == "aic" else self._aiv_cycle_ns
+                limit = (chip.sync.mte2_outstanding_per_aic if unit == "aic"
+                         else chip.sync.mte2_outstanding_per_aiv) if pipe == "mte2" else 1 << 30
+                p = _Pipe(prog.core, unit, pipe, instrs, stats, cyc, limit, now)
+                if self.tracer.enabled:
+                    p.tid = self.tracer.thread(self._pid, p.name)
+                    if p.tid is not None and pipe == "mte2":
+                        # counter track of the MTE2 queue (facts 1.4, S1): issued-but-incomplete
+                        # requests at each issue, the new one included
+                        p.qtrack = f"core{prog.core:02d}.{unit} MTE2 outstanding"
+                pipes.append(p)
+        self._pipes.extend(pipes)
+        self.share.sync()
         self._l2_base = (self.share.bytes_by_resource[self.r_l2], self.l2.hits, self.l2.misses)
         self._hbm_base = self.share.bytes_by_resource[self.r_hbm]
-        done = self.env.all_of(procs)
-        done.callbacks.append(lambda _e: self._finish(run))
+        done = self.env.event()
+        state = {"left": len(pipes), "done": done, "run": run}
+        # op caches keyed by record id: valid while the schedule (which holds the records) is
+        # being compiled, so they live only in this call
+        cache: dict = {}
+        for p in pipes:
+            p.stats.finish_ns = now
+            p.group = state
+            p.ops = self._compile(p, cache)
+        if not pipes:
+            self._finish(run)
+            done.succeed()
+        else:
+            self._ready.extend(pipes)
+            self._drain()
         return done, run
 
     def run(self, schedule: KernelSchedule) -> ChipRun:
@@ -144,17 +218,19 @@ class ChipSim:
         return run
 
     def raise_deadlock(self, what: str) -> None:
-        stuck = [f"core{c:02d}.{u}.{p} waits on {self._flag_name(k)}"
-                 for (c, u, p), k in sorted(self._blocked.items(), key=lambda kv: kv[0])]
+        stuck = [f"{f.waiter.name} waits on {self._flag_name(f.key)}"
+                 for f in sorted((f for f in self._flags.values() if f.waiter is not None),
+                                 key=lambda f: (f.waiter.core, f.waiter.unit, f.waiter.pipe))]
         raise DeadlockError(f"'{what}' deadlocked at t = {self.env.now:.1f} ns: no pending "
                             f"set can release {len(stuck)} waiting pipe(s): " + "; ".join(stuck))
 
     # -- internals ------------------------------------------------------------------------
     def _finish(self, run: ChipRun) -> None:
         run.end_ns = max((s.finish_ns for s in run.pipe_stats.values()), default=run.start_ns)
+        self.share.sync()
         b = self.share.bytes_by_resource
-        run.l2_bytes = b[self.r_l2] - self._l2_base[0]
-        run.hbm_bytes = b[self.r_hbm] - self._hbm_base
+        run.l2_bytes = float(b[self.r_l2] - self._l2_base[0])
+        run.hbm_bytes = float(b[self.r_hbm] - self._hbm_base)
         run.l2_hits = self.l2.hits - self._l2_base[1]
         run.l2_misses = self.l2.misses - self._l2_base[2]
 
@@ -164,24 +240,61 @@ class ChipSim:
             return f"cross-core flag {key[4]} ({key[2]} -> {key[3]})"
         return f"flag {key[2]}->{key[3]} event {key[4]}"
 
-    def _gm_start(self, ins, path: _Path, size: float):
-        """Start the streaming of a GM copy; returns the event of its last byte."""
+    def _drain(self) -> None:
+        """Run ready pipes until each blocks (a trampoline: a pipe that releases another
+        queues it instead of calling it, so stacks stay flat and the order is fixed)."""
+        if self._draining:
+            return
+        self._draining = True
+        ready = self._ready
+        try:
+            while ready:
+                self._step(ready.popleft())
+        finally:
+            self._draining = False
+
+    def _resume_at(self, p: _Pipe) -> None:
+        """A pipe whose next GM copy starts at ``p.t`` > now: run it again then."""
+        p.aligned = True
+        self.env.timeout(p.t - self.env.now).callbacks.append(lambda _e: self._wake(p))
+
+    def _wake(self, p: _Pipe) -> None:
+        self._ready.append(p)
+        self._drain()
+
+    def _copy_done(self, served_ns: float, p: _Pipe) -> None:
+        """The Share served the last byte of (one part of) the pipe's GM copy."""
+        if served_ns > p.copy_end:
+            p.copy_end = served_ns
+        p.copy_parts -= 1
+        if p.copy_parts == 0:
+            p.copied = True
+            self._ready.append(p)
+            self._drain()
+
+    def _gm_start(self, ins, path: _Path, size: float, p: _Pipe) -> None:
+        """Start the streaming of a GM copy; the pipe is resumed by ``_copy_done``."""
+        share = self.share
         regions = ins.regions if type(ins) is isa.Copy else ()
+        p.copy_end = -math.inf
         if not regions:
-            return self.share.start(size, self._gm_resources(ins, path), path.bw)
+            res = self._gm_resources(ins, path)
+            p.copy_parts = 1
+            share.start_cb(size, res, None, path.bw, self._copy_done, p)
+            return
         # one descriptor over several regions: hit bytes stream from L2, miss bytes from HBM,
         # both inside the descriptor's path rate (split by their byte shares)
         part = size / len(regions)
         allocate = ins.l2_hint == "normal"
         hits = sum(self.l2.read(key, part, allocate) for key in regions)
         misses = len(regions) - hits
-        events = []
+        p.copy_parts = (hits > 0) + (misses > 0)
         if hits:
-            events.append(self.share.start(part * hits, (self.r_l2,), path.bw * hits / len(regions)))
+            share.start_cb(part * hits, self._res_hit, None, path.bw * hits / len(regions),
+                           self._copy_done, p)
         if misses:
-            events.append(self.share.start(part * misses, (self.r_l2, self.r_hbm),
-                                           path.bw * misses / len(regions)))
-        return events[0] if len(events) == 1 else self.env.all_of(events)
+            share.start_cb(part * misses, self._res_miss, None,
+                           path.bw * misses / len(regions), self._copy_done, p)
 
     def _gm_resources(self, ins, path: _Path) -> tuple:
         """Decide L2 hit/miss for a GM copy and return the resources it streams through."""
@@ -189,145 +302,220 @@ class ChipSim:
         size = ins.size_bytes if type(ins) is isa.Copy else _fix_bytes(ins)
         if path.write:
             self.l2.write(ins.gm_key, size, allocate)
-            return (self.r_l2, self.r_hbm)
+            return self._res_miss
         if self.l2.read(ins.gm_key, size, allocate):
-            return (self.r_l2,)
-        return (self.r_l2, self.r_hbm)
+            return self._res_hit
+        return self._res_miss
 
-    def _pipe(self, core: int, unit: str, pipe: str, instrs: list, st: PipeStats):
-        env = self.env
-        chip = self.chip
-        tracer = self.tracer
-        tid = tracer.thread(self._pid, f"core{core:02d}.{unit}.{pipe}") if tracer.enabled else None
-        pid = self._pid
-        cyc = self._aic_cycle_ns if unit == "aic" else self._aiv_cycle_ns
-        macs = chip.cube.macs_per_cycle
-        sat_m = chip.cube.saturating_m_rows
-        mmad_lat = chip.cube.mmad_latency_cycles * cyc
-        vops = chip.vector.ops_per_cycle
-        ub_bw = chip.vector.ub_bandwidth_B_per_cycle
-        fp4_rate = chip.vector.fp4_decode_B_per_cycle
-        paths = self._paths
-        limit = (chip.sync.mte2_outstanding_per_aic if unit == "aic"
-                 else chip.sync.mte2_outstanding_per_aiv) if pipe == "mte2" else 1 << 30
-        inflight = deque()
-        # counter track of the MTE2 queue (facts 1.4, S1): the issued-but-incomplete requests
-        # at each issue, the new one included (one event per request keeps traces lean)
-        qtrack = f"core{core:02d}.{unit} MTE2 outstanding" if tid is not None and pipe == "mte2" else None
-        flags = self._flags
-        busy = stall = queue_full = 0.0
-        waits = {}
-        t = done = env.now
-        for ins in instrs:
+    # -- compiled pipe programs -----------------------------------------------------------
+    def _compile(self, p: _Pipe, cache: dict) -> list:
+        """The pipe's instructions as op tuples, resolved once per distinct record (records
+        are shared, frozen objects, so a pipe of a million instructions holds a few hundred):
+        (WAIT, flag, setter), (SET, flag), (TIME, dur, lat) for work that touches nothing
+        shared, (COPY, ins, path, size), (BARRIER,). A TIME op moves the pipe's clock by
+        ``dur`` and its latest completion to at least clock + ``lat``."""
+        core, unit = p.core, p.unit
+        traced = p.tid is not None
+        local = cache.setdefault((core, unit, p.pipe, p.cyc, traced), {})
+        distinct = dict(zip(map(id, p.instrs), p.instrs))      # C-speed passes over the list
+        for key, ins in distinct.items():
+            if key in local:
+                continue
             typ = type(ins)
-            if typ is isa.WaitFlag or typ is isa.CrossWait:
-                key = ((core, unit, ins.src, ins.dst, ins.event) if typ is isa.WaitFlag
-                       else ("x", core, ins.from_unit, unit, ins.flag))
-                q = flags.get(key)
+            if typ is isa.Mmad or typ is isa.VecOp or typ is isa.Scalar or typ is isa.Delay or (
+                    (typ is isa.Copy or typ is isa.Fixpipe) and p.pipe != "mte2"
+                    and not self._paths[ins.path].gm):
+                op = self._time_op(ins, typ, p.cyc, traced)
+            elif typ is isa.WaitFlag:
+                op = (_WAIT, self._flag((core, unit, ins.src, ins.dst, ins.event)), ins.src)
+            elif typ is isa.CrossWait:
+                op = (_WAIT, self._flag(("x", core, ins.from_unit, unit, ins.flag)), ins.from_unit)
+            elif typ is isa.SetFlag:
+                op = (_SET, self._flag((core, unit, ins.src, ins.dst, ins.event)))
+            elif typ is isa.CrossSet:
+                op = (_SET, self._flag(("x", core, unit, ins.to_unit, ins.flag)))
+            elif typ is isa.Copy or typ is isa.Fixpipe:
+                op = (_COPY, ins, self._paths[ins.path],
+                      ins.size_bytes if typ is isa.Copy else _fix_bytes(ins))
+            elif typ is isa.Barrier:
+                op = (_BARRIER,)
+            else:
+                raise ScheduleError(f"{p.name}: cannot execute {ins!r}.")
+            local[key] = op
+        return list(map(local.__getitem__, map(id, p.instrs)))
+
+    def _flag(self, key) -> "_Flag":
+        f = self._flags.get(key)
+        if f is None:
+            f = self._flags[key] = _Flag(key)
+        return f
+
+    def _time_op(self, ins, typ, cyc, traced) -> tuple:
+        chip = self.chip
+        if typ is isa.Mmad:
+            k0 = chip.cube.macs_per_cycle[ins.dtype] // 256
+            dur = math.ceil(max(ins.m, chip.cube.saturating_m_rows) / 16) \
+                * math.ceil(ins.n / 16) * math.ceil(ins.k / k0) * cyc
+            lat = chip.cube.mmad_latency_cycles * cyc        # pipelined: completes later
+            span = (ins.label or "mmad", {"m": ins.m, "n": ins.n, "k": ins.k, "dtype": ins.dtype})
+        elif typ is isa.VecOp:
+            vec = chip.vector
+            rate = vec.fp4_decode_B_per_cycle if ins.op_class == "fp4_decode" \
+                else vec.ops_per_cycle[ins.op_class]
+            # one VF streams through load, decoder, ALU and store at once: the slowest
+            # stage sets its time (facts 1.2: decoder, VALU and VRF<->UB rates, S3/S8)
+            dur = max(ins.ops / rate, ins.ub_bytes / vec.ub_bandwidth_B_per_cycle,
+                      ins.decode_bytes / vec.fp4_decode_B_per_cycle) * cyc
+            lat = 0.0
+            span = (ins.label or "vec", {"ops": ins.ops})
+        elif typ is isa.Scalar or typ is isa.Delay:
+            dur = ins.cycles * cyc if typ is isa.Scalar else ins.time_ns
+            lat = 0.0
+            span = (ins.label or typ.__name__.lower(), None)
+        else:                                            # a copy that stays on the core
+            path = self._paths[ins.path]
+            size = ins.size_bytes if typ is isa.Copy else _fix_bytes(ins)
+            stream = size / path.bw
+            dur = stream if stream > path.ii else path.ii    # the pipe issues again after this
+            lat = stream + path.base - dur                   # it completes base latency later
+            span = (ins.label or ins.path, {"bytes": size, "path": ins.path, "_comp": lat})
+        return (_TIME, dur, lat) + (span if traced else ())
+
+    def _step(self, p: _Pipe) -> None:
+        """Execute pipe ``p`` from its current op until it blocks or ends."""
+        env = self.env
+        tracer = self.tracer
+        tid = p.tid
+        pid = self._pid
+        ops = p.ops
+        n = len(ops)
+        i = p.i
+        t, done = p.t, p.done
+        busy = p.busy
+        inflight = p.inflight
+        # a GM copy that just finished streaming: account for it, then go on
+        if p.copied:
+            p.copied = False
+            _, ins, path, size = ops[i]
+            start = p.copy_start
+            end = p.copy_end
+            stream = size / path.bw
+            occ = end - start if end - start > path.ii else path.ii
+            p.stall += (end - start) - stream
+            comp = end + path.base
+            if tid is not None:
+                tracer.span(pid, tid, ins.label or ins.path, start, occ,
+                            {"bytes": size, "path": ins.path, "done_us": round(ns_to_us(comp), 4)})
+            t = start + occ
+            busy += stream if stream > path.ii else path.ii
+            if p.pipe == "mte2":
+                inflight.append(comp)
+                if p.qtrack is not None:
+                    tracer.counter(pid, p.qtrack, start, {"requests": len(inflight)})
+            if comp > done:
+                done = comp
+            i += 1
+        limit = p.limit
+        while i < n:
+            op = ops[i]
+            kind = op[0]
+            if kind == _TIME:
+                if tid is not None:
+                    args = op[4]
+                    if args is not None and "_comp" in args:
+                        args = {k: v for k, v in args.items() if k != "_comp"}
+                        args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
+                    tracer.span(pid, tid, op[3], t, op[1], args)
+                t += op[1]
+                busy += op[1]
+                if t + op[2] > done:
+                    done = t + op[2]
+            elif kind == _WAIT:
+                f = op[1]
+                q = f.q
                 if q:
                     ts = heapq.heappop(q)
                 else:
-                    if key in self._waiters:
-                        raise ScheduleError(f"core{core:02d}.{unit}.{pipe}: two pipes wait on "
-                                            f"{self._flag_name(key)} at once.")
-                    ev = self._waiters[key] = env.event()
-                    self._blocked[(core, unit, pipe)] = key
-                    ts = yield ev
-                    del self._blocked[(core, unit, pipe)]
+                    if f.waiter is not None:
+                        raise ScheduleError(f"{p.name}: two pipes wait on "
+                                            f"{self._flag_name(f.key)} at once.")
+                    f.waiter = p
+                    p.i, p.t, p.done, p.busy = i, t, done, busy
+                    return                          # resumed by the matching set
                 if ts > t:
-                    src = ins.src if typ is isa.WaitFlag else ins.from_unit
-                    waits[src] = waits.get(src, 0.0) + (ts - t)
+                    p.waits[op[2]] = p.waits.get(op[2], 0.0) + (ts - t)
                     t = ts
-            elif typ is isa.SetFlag or typ is isa.CrossSet:
-                key = ((core, unit, ins.src, ins.dst, ins.event) if typ is isa.SetFlag
-                       else ("x", core, unit, ins.to_unit, ins.flag))
+            elif kind == _SET:
+                f = op[1]
                 fire = done if done > t else t
-                ev = self._waiters.pop(key, None)
-                if ev is not None:
-                    ev.succeed(fire)
+                w = f.waiter
+                if w is not None:
+                    # the waiter consumes this set: it continues no earlier than ``fire``
+                    f.waiter = None
+                    if fire > w.t:
+                        src = w.ops[w.i][2]
+                        w.waits[src] = w.waits.get(src, 0.0) + (fire - w.t)
+                        w.t = fire
+                    w.i += 1
+                    self._ready.append(w)
                 else:
-                    q = flags.get(key)
-                    if q is None:
-                        q = flags[key] = []
-                    heapq.heappush(q, fire)
-            elif typ is isa.Mmad:
-                k0 = macs[ins.dtype] // 256
-                dur = math.ceil(max(ins.m, sat_m) / 16) * math.ceil(ins.n / 16) \
-                    * math.ceil(ins.k / k0) * cyc
-                if tid is not None:
-                    tracer.span(pid, tid, ins.label or "mmad", t, dur,
-                                {"m": ins.m, "n": ins.n, "k": ins.k, "dtype": ins.dtype})
-                t += dur
-                busy += dur
-                if t + mmad_lat > done:
-                    done = t + mmad_lat
-            elif typ is isa.Copy or typ is isa.Fixpipe:
-                p = paths[ins.path]
-                size = ins.size_bytes if typ is isa.Copy else _fix_bytes(ins)
+                    heapq.heappush(f.q, fire)
+            elif kind == _COPY:
+                _, ins, path, size = op
                 while inflight and inflight[0] <= t:
                     inflight.popleft()
                 if len(inflight) >= limit:
                     free = inflight.popleft()
                     if free > t:
-                        queue_full += free - t
+                        p.queue_full += free - t
                         t = free
-                stream = size / p.bw
-                if p.gm:
-                    if t > env.now:
-                        yield env.timeout(t - env.now)
-                    start = t
-                    yield self._gm_start(ins, p, size)
-                    end = env.now
-                    occ = max(end - start, p.ii)
-                    stall += (end - start) - stream
-                    comp = end + p.base
-                else:
-                    start = t
-                    occ = max(stream, p.ii)
-                    comp = start + stream + p.base
+                if path.gm:
+                    if t > env.now and not p.aligned:
+                        p.i, p.t, p.done, p.busy = i, t, done, busy
+                        self._resume_at(p)
+                        return
+                    p.aligned = False
+                    p.i, p.t, p.done, p.busy = i, t, done, busy
+                    p.copy_start = t
+                    self._gm_start(ins, path, size, p)
+                    return                          # resumed by ``_copy_done``
+                stream = size / path.bw
+                occ = stream if stream > path.ii else path.ii
+                comp = t + stream + path.base
                 if tid is not None:
-                    tracer.span(pid, tid, ins.label or ins.path, start, occ,
+                    tracer.span(pid, tid, ins.label or ins.path, t, occ,
                                 {"bytes": size, "path": ins.path, "done_us": round(ns_to_us(comp), 4)})
-                t = start + occ
-                busy += max(stream, p.ii)
-                if pipe == "mte2":
+                t += occ
+                busy += occ
+                if p.pipe == "mte2":
                     inflight.append(comp)
-                    if qtrack is not None:
-                        tracer.counter(pid, qtrack, start, {"requests": len(inflight)})
                 if comp > done:
                     done = comp
-            elif typ is isa.VecOp:
-                rate = fp4_rate if ins.op_class == "fp4_decode" else vops[ins.op_class]
-                # one VF streams through load, decoder, ALU and store at once: the slowest
-                # stage sets its time (facts 1.2: decoder, VALU and VRF<->UB rates, S3/S8)
-                dur = max(ins.ops / rate, ins.ub_bytes / ub_bw, ins.decode_bytes / fp4_rate) * cyc
-                if tid is not None:
-                    tracer.span(pid, tid, ins.label or "vec", t, dur, {"ops": ins.ops})
-                t += dur
-                busy += dur
-                if t > done:
-                    done = t
-            elif typ is isa.Scalar or typ is isa.Delay:
-                dur = ins.cycles * cyc if typ is isa.Scalar else ins.time_ns
-                if tid is not None:
-                    tracer.span(pid, tid, ins.label or typ.__name__.lower(), t, dur)
-                t += dur
-                busy += dur
-                if t > done:
-                    done = t
-            elif typ is isa.Barrier:
+            else:                                   # _BARRIER
                 if done > t:
                     t = done
-            else:
-                raise ScheduleError(f"core{core:02d}.{unit}.{pipe}: cannot execute {ins!r}.")
+            i += 1
+        # the pipe has run its last op
+        p.i, p.t, p.done, p.busy = i, t, done, busy
+        st = p.stats
+        if p.qtrack is not None and inflight:     # empty once the last request completes
+            tracer.counter(pid, p.qtrack, max(inflight), {"requests": 0})
         st.busy_ns = busy
-        if qtrack is not None and inflight:     # empty once the last request completes
-            tracer.counter(pid, qtrack, max(inflight), {"requests": 0})
-        st.stall_ns = stall
-        st.queue_full_ns = queue_full
-        st.wait_ns = waits
-        st.instructions = len(instrs)
+        st.stall_ns = p.stall
+        st.queue_full_ns = p.queue_full
+        st.wait_ns = p.waits
+        st.instructions = len(p.instrs)
         st.finish_ns = max(t, done)
+        p.finished = True
+        p.ops = None
+        state = p.group
+        state["left"] -= 1
+        if state["left"] == 0:
+            self._finish(state["run"])
+            state["done"].succeed()
+
+
+_TIME, _WAIT, _SET, _COPY, _BARRIER = range(5)
 
 
 def _fix_bytes(ins: isa.Fixpipe) -> int:

@@ -69,11 +69,9 @@ class KernelSchedule:
                 if pipe not in isa.pipes_of(unit):
                     raise ScheduleError(f"schedule '{self.name}' core {prog.core}: {unit} has no pipe "
                                         f"'{pipe}' (pipes: {', '.join(isa.pipes_of(unit))}).")
-                checked = set()         # generators share identical records; check each once per pipe
-                for ins in instrs:
-                    if id(ins) not in checked:
-                        checked.add(id(ins))
-                        self._check_instr(prog.core, unit, pipe, ins, chip, units)
+                # generators share identical records: check each distinct one once per pipe
+                for ins in dict(zip(map(id, instrs), instrs)).values():
+                    self._check_instr(prog.core, unit, pipe, ins, chip, units)
 
     def check_buffers(self, chip) -> None:
         """Raise ScheduleError if any core's buffer plan exceeds a capacity."""

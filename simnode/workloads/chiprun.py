@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import simpy
 
-from simnode.engine.fluid import FluidShare
+from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER, Tracer
 from simnode.hardware.chip import ChipRun, ChipSim
 from simnode.progress import Progress
@@ -30,7 +30,7 @@ def run_schedule(topology, schedule, options: RunOptions | None = None,
         clock = None                        # not a terminal: no hook on the hot path
     try:
         env = simpy.Environment()
-        share = FluidShare(env)
+        share = Share(env)
         sim = ChipSim(topology.chip, env, share, tracer, "chip0")
         counters = BandwidthCounters(tracer, "chip0", {sim.r_l2: "L2 bandwidth",
                                                         sim.r_hbm: "HBM bandwidth"})
