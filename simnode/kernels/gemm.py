@@ -213,24 +213,43 @@ def _buffer_plan(p: GemmParams, t: GemmTiling, scaled: bool) -> list[BufferUse]:
     return plan
 
 
-def _memo(cls):
-    """Identical records are one shared (frozen) object: a GEMM repeats a few hundred
-    distinct flags and MMADs millions of times."""
-    cache = {}
-
-    def make(*args, **kw):
-        key = (args, tuple(sorted(kw.items())))
-        obj = cache.get(key)
-        if obj is None:
-            obj = cache[key] = cls(*args, **kw)
-        return obj
-    return make
-
-
 def _core_program(prog: CoreProgram, blocks, p: GemmParams, t: GemmTiling, scaled: bool) -> None:
-    Wait, Set, Mmad, Copy = _memo(isa.WaitFlag), _memo(isa.SetFlag), _memo(isa.Mmad), _memo(isa.Copy)
-    mte2, mte1 = prog.pipe("aic", "mte2"), prog.pipe("aic", "mte1")
-    cube, fix = prog.pipe("aic", "m"), prog.pipe("aic", "fix")
+    """Append one core's instructions. Identical records are one shared (frozen) object: a
+    GEMM repeats a few hundred distinct flags, MMADs and L1->L0 copies millions of times,
+    and the engine resolves each distinct record once."""
+    mmads, l0copies = {}, {}
+
+    def mmad(m, n, k):
+        rec = mmads.get((m, n, k))
+        if rec is None:
+            rec = mmads[(m, n, k)] = isa.Mmad(m, n, k, p.dtype)
+        return rec
+
+    def l0copy(path, size, label):
+        rec = l0copies.get((path, size, label))
+        if rec is None:
+            rec = l0copies[(path, size, label)] = isa.Copy(path, size, label=label)
+        return rec
+
+    S = t.l1_stages
+    wait_l1_free = [isa.WaitFlag("mte1", "mte2", s) for s in range(S)]
+    set_l1_full = [isa.SetFlag("mte2", "mte1", s) for s in range(S)]
+    wait_l1_full = [isa.WaitFlag("mte2", "mte1", s) for s in range(S)]
+    set_l1_free = [isa.SetFlag("mte1", "mte2", s) for s in range(S)]
+    wait_l0_free = [isa.WaitFlag("m", "mte1", s) for s in range(2)]
+    set_l0_full = [isa.SetFlag("mte1", "m", s) for s in range(2)]
+    wait_l0_full = [isa.WaitFlag("mte1", "m", s) for s in range(2)]
+    set_l0_free = [isa.SetFlag("m", "mte1", s) for s in range(2)]
+    wait_fix = [isa.WaitFlag("fix", "m", h) for h in range(2)]
+    set_fix = [isa.SetFlag("m", "fix", h) for h in range(2)]
+    fix_wait = [isa.WaitFlag("m", "fix", h) for h in range(2)]
+    fix_set = [isa.SetFlag("fix", "m", h) for h in range(2)]
+    mte2 = prog.pipe("aic", "mte2").append
+    mte1 = prog.pipe("aic", "mte1").append
+    cube = prog.pipe("aic", "m").append
+    fix = prog.pipe("aic", "fix").append
+    Copy = isa.Copy
+    dtype = p.dtype
     kb_count = math.ceil(p.k / t.block_k)
     stage = l0 = 0          # running L1 stage and L0 step counters (slot = counter % depth)
     half_uses = 0           # running L0C half counter
@@ -243,46 +262,46 @@ def _core_program(prog: CoreProgram, blocks, p: GemmParams, t: GemmTiling, scale
         half_uses += len(subs)
         for kb in range(kb_count):
             kk = min(t.block_k, p.k - kb * t.block_k)
-            s = stage % t.l1_stages
-            if stage >= t.l1_stages:
-                mte2.append(Wait("mte1", "mte2", s))
-            mte2.append(isa.Copy("gm_to_l1", _bytes(rows * kk, p.dtype), ("A", mb, kb), label="load A"))
-            mte2.append(isa.Copy("gm_to_l1", _bytes(kk * cols, p.dtype), ("B", nb, kb), label="load B"))
+            s = stage % S
+            if stage >= S:
+                mte2(wait_l1_free[s])
+            mte2(Copy("gm_to_l1", _bytes(rows * kk, dtype), ("A", mb, kb), label="load A"))
+            mte2(Copy("gm_to_l1", _bytes(kk * cols, dtype), ("B", nb, kb), label="load B"))
             if scaled:
-                mte2.append(isa.Copy("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
-                                     ("SA", mb, kb), label="load A scales"))
-                mte2.append(isa.Copy("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
-                                     ("SB", nb, kb), label="load B scales"))
-            mte2.append(Set("mte2", "mte1", s))
-            mte1.append(Wait("mte2", "mte1", s))
+                mte2(Copy("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
+                          ("SA", mb, kb), label="load A scales"))
+                mte2(Copy("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
+                          ("SB", nb, kb), label="load B scales"))
+            mte2(set_l1_full[s])
+            mte1(wait_l1_full[s])
             steps = math.ceil(kk / t.k_l0)
             for j in range(steps):
                 kl = min(t.k_l0, kk - j * t.k_l0)
                 slot = l0 % 2
                 if l0 >= 2:
-                    mte1.append(Wait("m", "mte1", slot))
-                mte1.append(Copy("l1_to_l0", _bytes(rows * kl, p.dtype), label="L1->L0A"))
-                mte1.append(Copy("l1_to_l0", _bytes(kl * cols, p.dtype), label="L1->L0B"))
+                    mte1(wait_l0_free[slot])
+                mte1(l0copy("l1_to_l0", _bytes(rows * kl, dtype), "L1->L0A"))
+                mte1(l0copy("l1_to_l0", _bytes(kl * cols, dtype), "L1->L0B"))
                 if scaled:
-                    mte1.append(Copy("l1_to_l0_scale", max(1, (rows + cols) * kl // MX_SCALE_K_PER_BYTE),
-                                         label="L1->L0 scales"))
-                mte1.append(Set("mte1", "m", slot))
-                cube.append(Wait("mte1", "m", slot))
+                    mte1(l0copy("l1_to_l0_scale", max(1, (rows + cols) * kl // MX_SCALE_K_PER_BYTE),
+                                "L1->L0 scales"))
+                mte1(set_l0_full[slot])
+                cube(wait_l0_full[slot])
                 last = kb == kb_count - 1 and j == steps - 1
                 for i, (sm, sn) in enumerate(subs):
                     if kb == 0 and j == 0 and not first_use[i]:
-                        cube.append(Wait("fix", "m", halves[i]))
-                    cube.append(Mmad(sm, sn, kl, p.dtype))
+                        cube(wait_fix[halves[i]])
+                    cube(mmad(sm, sn, kl))
                     if last:
-                        cube.append(Set("m", "fix", halves[i]))
-                cube.append(Set("m", "mte1", slot))
+                        cube(set_fix[halves[i]])
+                cube(set_l0_free[slot])
                 l0 += 1
-            mte1.append(Set("mte1", "mte2", s))
+            mte1(set_l1_free[s])
             stage += 1
         for i, (sm, sn) in enumerate(subs):
-            fix.append(Wait("m", "fix", halves[i]))
-            fix.append(isa.Fixpipe(sm, sn, p.out_dtype, "gm", ("C", mb, nb, i), label="C -> GM"))
-            fix.append(Set("fix", "m", halves[i]))
+            fix(fix_wait[halves[i]])
+            fix(isa.Fixpipe(sm, sn, p.out_dtype, "gm", ("C", mb, nb, i), label="C -> GM"))
+            fix(fix_set[halves[i]])
 
 
 def _sub_tiles(rows: int, cols: int, t: GemmTiling) -> list[tuple[int, int]]:
