@@ -99,7 +99,8 @@ def test_deepep_link_series_goes_to_network_util_json(cli, repo_root, tmp_path):
 
 def test_link_util_averages_adjacent_bins_down_to_max_bins():
     frac = np.arange(130 * 3, dtype=float).reshape(130, 3) / 1000   # 2 links + 1 chip resource
-    net = SimpleNamespace(num_network_resources=2, names=["a->b", "b->a", "rank0.hbm"],
+    net = SimpleNamespace(ports=np.array([0, 1]),
+                          share=SimpleNamespace(names=["a->b", "b->a", "rank0.hbm"]),
                           utilization_series=lambda: (np.arange(131) * 10.0, frac))
     u = link_util(net, max_bins=64)
     assert set(u["links"]) == {"a->b", "b->a"}

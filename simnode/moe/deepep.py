@@ -44,8 +44,12 @@ import simpy
 from simnode.moe.deepep_plan import DeepEPPlan
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
-from simnode.network.urma import RankEndpoints, busiest, nonzero
+from simnode.network.urma import RankEndpoints, busiest
 
+
+#: from this EP size on, a kernel's hundreds of solves over ~R^2 message trains repay
+#: compiling the engine's loops before the first one (speed only; same results)
+COMPILED_FROM_RANKS = 32
 
 #: how a rank's sends become flows: "rank_peer" = one train per (rank, peer), all at once
 #: (fast; each AIV's share moves in parallel); "jetty_fifo" = one message per (AIV, peer)
@@ -143,6 +147,9 @@ class DeepEPSim:
     def _build(self) -> None:
         self.env = simpy.Environment()
         self.net = FlowNetwork(self.env, self.spec, batch_window_ns=self.batch_window_ns)
+        share = self.net.share
+        if self.spec.num_ranks >= COMPILED_FROM_RANKS:
+            share.compile_now()
         chip, R, A = self.chip, self.spec.num_ranks, self.plan.params.num_aiv
         f = chip.aiv_freq_GHz
         per_aiv_mte2 = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
@@ -150,20 +157,22 @@ class DeepEPSim:
         self.ends = RankEndpoints(self.net, chip.memory.hbm_bandwidth_GBps,
                                   chip.memory.hbm_arbitration == "fcfs")
         self.r_hbm, self.r_urma = self.ends.hbm, self.ends.urma
-        self.r_mte2 = self.net.add_resources([f"rank{r}.aiv_mte2" for r in range(R)],
-                                             [A * per_aiv_mte2] * R)
-        self.r_mte3 = self.net.add_resources([f"rank{r}.aiv_mte3" for r in range(R)],
-                                             [A * per_aiv_mte3] * R)
-        self.r_vec = self.net.add_resources([f"rank{r}.aiv_vec" for r in range(R)],
-                                            [A * chip.vector.ops_per_cycle["simple"] * f] * R)
+
+        def per_rank(what, capacity):
+            return np.asarray(share.add_resources([f"rank{r}.{what}" for r in range(R)],
+                                                  [capacity] * R), dtype=np.int64)
+        self.r_mte2 = per_rank("aiv_mte2", A * per_aiv_mte2)
+        self.r_mte3 = per_rank("aiv_mte3", A * per_aiv_mte3)
+        self.r_vec = per_rank("aiv_vec", A * chip.vector.ops_per_cycle["simple"] * f)
         # 1 ns of AIV scalar / VF time per ns, like the URMA engine
-        self.r_aiv = self.net.add_resources([f"rank{r}.aiv_scalar" for r in range(R)],
-                                            [float(A)] * R)
+        self.r_aiv = per_rank("aiv_scalar", float(A))
         self.arrivals: dict = {}
         self.jitter = np.random.default_rng([self.seed, 0x4A455454]).uniform(
             0.0, self.jetty_jitter_ns, (R, A)) if self.jetty_jitter_ns > 0 else None
         # one-way latency of the farthest peer: what a barrier's last store still travels
-        self.max_latency_ns = max(self.net.route(0, d)[1] for d in range(R)) if R > 1 else 0.0
+        self.max_latency_ns = float(self.net.latency_ns(np.zeros(R, dtype=np.int64),
+                                                        np.arange(R)).max()) if R > 1 else 0.0
+        self.groups: list = []       # (kind, Group) of message trains, for the trace
 
     def _barrier(self, name: str, rank: int, work_ns: float):
         """Cross-rank barrier: ``work_ns`` of issuing (remote stores, polling), then wait until
@@ -246,12 +255,14 @@ class DeepEPSim:
                 for d in rotation(r, a, R) if toks[a, d] > 0], len(peers)))
                 for a in range(A)])
         else:
-            sends = []
-            for d in peers:
-                payload = int(plan.pair_tokens[r, d]) * sz.dispatch_wire_bytes
-                wqes = int(plan.pair_sqes[r, d])
-                sends.append(self.ends.send(r, d, payload, wqes * sz.sqe_bytes, wqes, peers=len(peers)))
-            yield env.all_of(sends)
+            dst = np.asarray(peers, dtype=np.int64)
+            wqes = plan.pair_sqes[r, dst].astype(float)
+            src = np.full(dst.shape, r)
+            group = self.ends.send_many(src, dst,
+                                        plan.pair_tokens[r, dst] * float(sz.dispatch_wire_bytes),
+                                        wqes * sz.sqe_bytes, wqes, len(peers), tag=(src, dst))
+            self.groups.append(group)
+            yield group
         t.mark("URMA transfer + drain", s, env.now)
         yield from self._kernel_end("dispatch", r, t)
 
@@ -269,13 +280,10 @@ class DeepEPSim:
         # start on the AIV pipes, ahead of the network, and its HBM traffic meets URMA's
         # (the HBM's arbitration, chip memory.hbm_arbitration, decides who yields)
         s = env.now
-        work = []
-        for r in range(R):
-            if plan.pair_tokens[r, d] == 0:
-                continue
-            res, units = self._reduction(d, r)
-            if max(units) > 0:
-                work.append(self._local(res, units))
+        srcs = [r for r in range(R) if plan.pair_tokens[r, d] > 0]
+        rows, units = zip(*(self._reduction(d, r) for r in srcs)) if srcs else ((), ())
+        work = [self._local(np.array(rows, dtype=np.int64).reshape(len(srcs), -1),
+                            np.array(units, dtype=float).reshape(len(srcs), -1))]
         # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4), or after all
         # of its tokens if it has fewer: pipeline fill
         fill_tokens = min(p.combine_task_tokens * p.combine_doorbell_tasks,
@@ -302,10 +310,13 @@ class DeepEPSim:
                             msgs.append((r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes, n))
                 work.append(env.process(self._jetty(d, a, msgs, len(peers))))
         else:
-            for r in peers:
-                n = returns[r]
-                work.append(self.ends.send(d, r, n * sz.combine_wire_bytes, n * sz.combine_wqe_bytes,
-                                           n, peers=len(peers)))
+            dst = np.asarray(peers, dtype=np.int64)
+            n = plan.pair_tokens[dst, d].astype(float)
+            src = np.full(dst.shape, d)
+            group = self.ends.send_many(src, dst, n * sz.combine_wire_bytes,
+                                        n * sz.combine_wqe_bytes, n, len(peers), tag=(src, dst))
+            self.groups.append(group)
+            work.append(group)
         yield env.all_of(work)
         t.mark("reduce + URMA transfer + drain", s, env.now)
         yield from self._kernel_end("combine", d, t)
@@ -341,16 +352,21 @@ class DeepEPSim:
             singles = int(plan.pair_tokens[d, d]) - toks
             rows, toks = rows + singles, toks + singles
         tasks = int(plan.combine_pair_tasks[d, r])
-        res = (self.r_mte2[d], self.r_mte3[d], self.r_vec[d], self.r_aiv[d], self.r_hbm[d])
+        res = (int(self.r_mte2[d]), int(self.r_mte3[d]), int(self.r_vec[d]), int(self.r_aiv[d]),
+               int(self.r_hbm[d]))
         units = (rows * row, toks * row, added,
                  tasks * c.vf_launch_ns, (rows + toks) * row)
         return res, units
 
-    def _local(self, res: tuple, units: tuple):
-        """Work with no network part: a transfer whose 'bytes' are the largest unit."""
-        res, units = nonzero(res, units)
-        size = max(units, default=0.0)
-        return self.net.start_weighted(size, res, tuple(u / size for u in units) if size else ())
+    def _local(self, rows, units):
+        """Work with no network part, one transfer per row of ``rows`` (resources) and
+        ``units`` (work on each; a single row may be given as tuples): its 'size' is the
+        row's largest unit count, its weights each resource's units per unit of size."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1, np.shape(rows)[-1] if np.ndim(rows) else 1)
+        units = np.asarray(units, dtype=float).reshape(rows.shape)
+        size = units.max(axis=1) if units.size else np.zeros(rows.shape[0])
+        weights = units / np.where(size > 0, size, 1.0)[:, None]
+        return self.net.share.start_group(size, rows, weights, np.full(size.shape, np.inf), 0.0)
 
     def _reduce_ns_one_aiv(self, tokens: int, rows_per_token: float) -> float:
         chip, c, p = self.chip, self.costs, self.plan.params
@@ -368,16 +384,19 @@ class DeepEPSim:
         body = self._dispatch_rank if kind == "dispatch" else self._combine_rank
         messages = []
         if self.tracer is not None:
-            self.net.on_served = lambda tr: messages.append(
+            self.net.share.on_served = lambda tr: messages.append(
                 (tr.src, tr.dst, tr.start_ns, tr.served_ns + tr.latency_ns)) if tr.src is not None else None
         if self.on_progress is not None:
-            bound = analytical_bound_ns(self._traffic(kind), self.spec)
-            self.net.on_rates = lambda now, _rates: self.on_progress(now, bound)
+            bound = analytical_bound_ns(self._traffic(kind), self.net.routes)
+            self.net.share.on_rates = lambda now, _rates: self.on_progress(now, bound)
         procs = [self.env.process(body(r, times[r])) for r in range(R)]
         self.env.run()
         if not all(pr.triggered for pr in procs):
             raise RuntimeError(f"{kind}: ranks did not finish (a barrier never completed)")
         if self.tracer is not None:
+            for g in self.groups:
+                messages += [(int(a), int(b), g.start_ns, float(t)) for a, b, t in
+                             zip(g.tag[0], g.tag[1], g.arrival_ns)]
             self.tracer.record(kind, self, times, sorted(messages))
         return self._result(kind, times)
 
@@ -385,7 +404,7 @@ class DeepEPSim:
         plan, net, sz = self.plan, self.net, self.plan.sizes
         traffic = self._traffic(kind)
         self._check_conservation(kind, traffic)
-        net.sync()
+        net.share.sync()
         # both kernels count the rank's num_recv_tokens from dispatch (facts 2.4): the records
         # that landed at it, which are also the rows it returns in combine
         recv, remote = plan.recv_tokens(include_self=True), plan.recv_tokens()
@@ -393,10 +412,10 @@ class DeepEPSim:
         horizon = max(tt.end_ns for tt in times)
         chip_util, chip_busiest = busiest(
             net, self.ends.groups() + [("aiv_mte2", self.r_mte2), ("aiv_vec", self.r_vec)], horizon)
-        return PhaseRun(kind, times, recv, remote, logical, float(net.bytes_by_resource[:net.num_network_resources].sum()),
-                        float(traffic.sum()), analytical_bound_ns(traffic, self.spec),
-                        net.hottest_links(5), chip_util, chip_busiest, net.recomputes,
-                        net.transfers_started)
+        return PhaseRun(kind, times, recv, remote, logical, float(net.port_bytes().sum()),
+                        float(traffic.sum()), analytical_bound_ns(traffic, net.routes),
+                        net.hottest_links(5), chip_util, chip_busiest, net.share.recomputes,
+                        net.share.transfers_started)
 
     def _traffic(self, kind: str) -> np.ndarray:
         """[src, dst] payload bytes the kernel sends over the network (no self-rank copies)."""

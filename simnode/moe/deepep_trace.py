@@ -57,13 +57,17 @@ class DeepEPTracer:
         net = sim.net
         edges, util = net.utilization_series()
         npid = tr.process("network")
-        for res in range(net.num_network_resources):
-            name = net.names[res]
+        names = net.share.names
+        for res in net.ports.tolist():
+            name = names[res]
             if tr.thread(npid, name) is not None:
                 self._counter(npid, f"util {name}", edges, util[:, res])
         # each rank's HBM and URMA ceiling: where combine's reduction takes URMA's HBM share
-        for res in range(net.num_network_resources, len(net.names)):
-            rank, _, what = net.names[res].partition(".")
+        ports = set(net.ports.tolist())
+        for res in range(len(names)):
+            if res in ports:
+                continue
+            rank, _, what = names[res].partition(".")
             if what in RANK_COUNTERS and tids[int(rank[4:])][1] is not None:
                 self._counter(tids[int(rank[4:])][0], f"util {what}", edges, util[:, res])
         self.offset_ns = off + max(t.end_ns for t in times)

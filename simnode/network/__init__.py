@@ -1,27 +1,15 @@
-"""Supernode network: Clos or full-mesh topology, max-min fair flows, routing policies.
+"""Supernode network: Clos or full-mesh topology, routes, max-min fair flows.
 
 - ``spec``: ``SupernodeSpec``, ``supernode_from_mapping(data, source)``, ``check_shape``.
-- ``clos``: ``build_clos(spec) -> networkx.DiGraph``, ``link_table``, ``candidate_paths``,
-  ``ecmp_choice``.
-- ``mesh``: ``build_full_mesh(spec)``: one direct link per pair of ranks (netlayer 0).
+- ``routes``: ``Routes.from_spec`` / ``from_graph``: the ports and every pair's path,
+  computed for many pairs at once; ``ecmp_choice``.
+- ``clos`` / ``mesh``: the same networks as networkx graphs (``build_clos``,
+  ``build_full_mesh``, ``link_table``, ``candidate_paths``), for inspection and for
+  topologies edited by hand (e.g. a link removed).
+- ``flows``: ``FlowNetwork(env, spec_or_graph, batch_window_ns=...)`` with ``send`` and
+  ``send_many``, on the one sharing engine (``simnode.engine.share``).
 - ``urma``: ``RankEndpoints``: the ranks' URMA engines and HBM on the flow network.
-- ``solver``: ``max_min_rates`` (vectorized water-filling), ``max_min_rates_exact``.
-- ``share``: ``BatchedShare`` (the FluidShare interface, batched), ``Transfer``.
-- ``flows``: ``FlowNetwork(env, spec_or_graph, batch_window_ns=...)`` with ``send``.
-- ``bound``: ``analytical_bound_ns(traffic_matrix_bytes, spec)``, ``port_loads``.
+- ``bound``: ``analytical_bound_ns(traffic_matrix_bytes, spec_or_routes)``, ``port_loads``.
+
+Submodules are imported where they are used (networkx only with the graph forms).
 """
-
-from simnode.network.bound import analytical_bound_ns, busiest_port, port_loads
-from simnode.network.clos import build_clos, candidate_paths, ecmp_choice, link_table
-from simnode.network.flows import FlowNetwork
-from simnode.network.share import BatchedShare, Transfer
-from simnode.network.solver import max_min_rates, max_min_rates_exact
-from simnode.network.spec import SupernodeSpec, check_shape, supernode_from_mapping
-
-__all__ = [
-    "SupernodeSpec", "supernode_from_mapping", "check_shape",
-    "build_clos", "candidate_paths", "ecmp_choice", "link_table",
-    "max_min_rates", "max_min_rates_exact",
-    "BatchedShare", "Transfer", "FlowNetwork",
-    "analytical_bound_ns", "busiest_port", "port_loads",
-]

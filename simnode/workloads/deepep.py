@@ -225,8 +225,8 @@ def _result(name, topology, plan, runs, util) -> Result:
         hbm_util = max(hbm_util, pr.resources["hbm"])
         cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
         cands += [(u, pr.busiest[res]) for res, u in pr.resources.items()]
-        for u, label in cands:
-            if u > worst:
+        for u, label in cands:                  # ties (equal to float noise): the first
+            if round(u, 9) > round(worst, 9):
                 worst, bottleneck = u, f"{label} ({kind})"
     return Result(name, "deepep", total_ns, 0.0, 0.0, bottleneck, {}, 0.0, 0.0, 0.0, 0.0, 0.0,
                   hbm_util, sum(pr.bound_ns for pr in runs.values()), details)

@@ -59,8 +59,10 @@ def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
     def series(r):
         return [round(float(x), 4) for x in merged[:, r]]
 
-    chip = [r for r in range(net.num_network_resources, len(net.names))
-            if net.names[r].partition(".")[2] in CHIP_SERIES]
+    names = net.share.names
+    ports = set(net.ports.tolist())
+    chip = [r for r in range(len(names))
+            if r not in ports and names[r].partition(".")[2] in CHIP_SERIES]
     return {"bin_edges_ns": out_edges,
-            "links": {net.names[r]: series(r) for r in range(net.num_network_resources)},
-            "chip": {net.names[r]: series(r) for r in chip}}
+            "links": {names[r]: series(r) for r in net.ports.tolist()},
+            "chip": {names[r]: series(r) for r in chip}}

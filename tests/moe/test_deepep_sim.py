@@ -51,7 +51,7 @@ def traffic(plan, kind: str) -> np.ndarray:
 
 
 def link_bytes(net, name: str) -> float:
-    return float(net.bytes_by_resource[net.names.index(name)])
+    return float(net.share.bytes_by_resource[net.share.names.index(name)])
 
 
 def check_conserved(sim, run, kind: str) -> None:
@@ -61,8 +61,8 @@ def check_conserved(sim, run, kind: str) -> None:
     assert net.payload_bytes_sent == pytest.approx(t.sum(), rel=1e-12)
     assert run.payload_bytes == pytest.approx(t.sum(), rel=1e-12)
     wire = np.vectorize(lambda b: spec.wire_bytes(b) if b > 0 else 0.0)(t)
-    net.sync()
-    leaf = [net._rank_leaf[r] for r in range(R)]
+    net.share.sync()
+    leaf = [int(net.routes.rank_leaf[r]) for r in range(R)]
     ingress = [link_bytes(net, f"leaf{leaf[d]}->rank{d}") for d in range(R)]
     egress = [link_bytes(net, f"rank{r}->leaf{leaf[r]}") for r in range(R)]
     # bytes sent = bytes received, per rank, headers included
@@ -248,8 +248,8 @@ def test_in_order_jetties_conserve_bytes_and_respect_the_bound(num_ranks, tokens
         plan, net = sim.plan, sim.net
         t = traffic(plan, kind)
         assert net.payload_bytes_sent == pytest.approx(t.sum(), rel=1e-12)
-        net.sync()
-        leaf = [net._rank_leaf[r] for r in range(num_ranks)]
+        net.share.sync()
+        leaf = [int(net.routes.rank_leaf[r]) for r in range(num_ranks)]
         ingress = np.array([link_bytes(net, f"leaf{leaf[d]}->rank{d}") for d in range(num_ranks)])
         egress = np.array([link_bytes(net, f"rank{r}->leaf{leaf[r]}") for r in range(num_ranks)])
         assert ingress.sum() == pytest.approx(egress.sum(), rel=1e-9)

@@ -56,7 +56,7 @@ def test_spare_ports_are_unused_and_extra_ports_widen_each_link():
 def test_one_message_takes_its_own_link():
     net = FlowNetwork(simpy.Environment(), spec(link_latency_ns=7.0))
     path, latency = net.route(2, 1)
-    assert [net.names[r] for r in path] == ["rank2->rank1"] and latency == 7.0
+    assert [net.share.names[r] for r in path] == ["rank2->rank1"] and latency == 7.0
     done = run_sends(net, [(2, 1, 1e6)])
     assert done[0] == pytest.approx(7.0 + 1e6 / 100.0)
 
@@ -69,7 +69,7 @@ def test_all_to_all_runs_every_link_in_parallel_at_the_bound():
     traffic = np.full((4, 4), 5e5)
     assert max(done.values()) == pytest.approx(5e5 / 100.0)
     assert max(done.values()) == pytest.approx(analytical_bound_ns(traffic, spec()))
-    assert {p.name for p in port_loads(traffic, spec())} == set(net.names[:net.num_network_resources])
+    assert {p.name for p in port_loads(traffic, spec())} == {net.share.names[r] for r in net.ports}
 
 
 def test_two_messages_to_one_peer_share_the_link():
