@@ -24,6 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from simnode.config.chip import DTYPE_BITS
+from simnode.moe.routing import sort_rows
 
 ALIGN_BYTES = 32             # UB/MTE row alignment (facts 1.3, S3)
 
@@ -162,7 +163,7 @@ def aiv_ranges(num_tokens: int, num_aiv: int) -> np.ndarray:
 def token_destinations(topk: np.ndarray, experts_per_rank: int):
     """Deduplicated (token, destination rank) entries of one rank's [T, k] expert ids, with the
     number of the token's experts on that rank. Returns (token, rank, k_on) int arrays."""
-    ranks = np.sort(topk // experts_per_rank, axis=1)
+    ranks = sort_rows(np.asarray(topk) // experts_per_rank)
     t, k = ranks.shape
     first = np.ones((t, k), dtype=bool)
     first[:, 1:] = ranks[:, 1:] != ranks[:, :-1]

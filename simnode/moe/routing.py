@@ -72,12 +72,40 @@ def _distinct_uniform(rng: np.random.Generator, rows: int, n: int, k: int) -> np
     if n < 4 * k:                               # dense: rank random keys
         return np.argsort(rng.random((rows, n)), axis=1)[:, :k]
     ids = rng.integers(0, n, size=(rows, k))
-    while True:                                 # redraw rows with a repeat (rejection)
-        s = np.sort(ids, axis=1)
-        bad = np.flatnonzero((s[:, 1:] == s[:, :-1]).any(axis=1))
-        if bad.size == 0:
-            return ids
+    bad = np.flatnonzero(has_repeat(ids))
+    while bad.size:                             # redraw rows with a repeat (rejection)
         ids[bad] = rng.integers(0, n, size=(bad.size, k))
+        bad = bad[has_repeat(ids[bad])]         # only redrawn rows can still repeat
+    return ids
+
+
+def has_repeat(rows: np.ndarray) -> np.ndarray:
+    """bool per row: does any value occur twice in it (column pairs compared: for the few
+    columns of a top-k, far faster than sorting each row)."""
+    k = rows.shape[1]
+    if k > 16:
+        s = np.sort(rows, axis=1)
+        return (s[:, 1:] == s[:, :-1]).any(axis=1)
+    out = np.zeros(rows.shape[0], dtype=bool)
+    for i in range(k):
+        for j in range(i + 1, k):
+            out |= rows[:, i] == rows[:, j]
+    return out
+
+
+def sort_rows(rows: np.ndarray) -> np.ndarray:
+    """Each row sorted ascending (``np.sort(rows, axis=1)``); for few columns by an
+    odd-even transposition network over whole columns, far faster than a sort per row."""
+    k = rows.shape[1]
+    if k > 16:
+        return np.sort(rows, axis=1)
+    cols = [rows[:, j].copy() for j in range(k)]
+    for p in range(k):
+        for j in range(p % 2, k - 1, 2):
+            lo = np.minimum(cols[j], cols[j + 1])
+            cols[j + 1] = np.maximum(cols[j], cols[j + 1])
+            cols[j] = lo
+    return np.stack(cols, axis=1) if k else rows.copy()
 
 
 def _uniform(rng, num_tokens, num_experts, top_k, seed, params):
