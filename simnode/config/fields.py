@@ -29,9 +29,10 @@ class _DuplicateKey(Exception):
         self.key, self.line = key, line
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error (the
-    plain loader keeps the last one silently, so an edit can be undone by a forgotten line)."""
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """PyYAML's safe loader (libyaml's parser when installed: ~10x faster on the commented
+    topology files), except that a key given twice in one mapping is an error (the plain
+    loader keeps the last one silently, so an edit can be undone by a forgotten line)."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()

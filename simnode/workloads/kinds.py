@@ -1,7 +1,10 @@
-"""Imports every built-in workload kind so that it registers itself."""
+"""The built-in workload kinds: name -> the module that registers it (imported on first
+use, so a run imports only what its kind needs)."""
 
-from simnode.workloads import gemm  # noqa: F401
-from simnode.workloads import sparse_mla  # noqa: F401
-from simnode.workloads import topk  # noqa: F401
-from simnode.workloads import deepep  # noqa: F401
-from simnode.workloads import transport  # noqa: F401
+BUILTIN = {
+    "gemm": "simnode.workloads.gemm",
+    "sparse_mla": "simnode.workloads.sparse_mla",
+    "topk": "simnode.workloads.topk",
+    "deepep": "simnode.workloads.deepep",
+    "transport": "simnode.workloads.transport",
+}

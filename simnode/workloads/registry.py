@@ -8,6 +8,7 @@ Fields are flat so ``--set name=value`` reaches any of them.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -73,14 +74,18 @@ def register(kind: WorkloadKind) -> WorkloadKind:
 
 
 def get_kind(name, source: str = "workload") -> WorkloadKind:
-    import simnode.workloads.kinds  # noqa: F401  (registers the built-in kinds)
+    from simnode.workloads.kinds import BUILTIN
+    if isinstance(name, str) and name not in _KINDS and name in BUILTIN:
+        importlib.import_module(BUILTIN[name])          # registers itself
     if not isinstance(name, str) or name not in _KINDS:
+        valid = sorted(set(_KINDS) | set(BUILTIN))
         raise ConfigError(source, "kind", "<missing>" if name is None else name,
-                          "one of " + ", ".join(sorted(_KINDS)),
-                          did_you_mean(str(name), _KINDS))
+                          "one of " + ", ".join(valid), did_you_mean(str(name), valid))
     return _KINDS[name]
 
 
 def all_kinds() -> dict[str, WorkloadKind]:
-    import simnode.workloads.kinds  # noqa: F401
+    from simnode.workloads.kinds import BUILTIN
+    for module in BUILTIN.values():
+        importlib.import_module(module)
     return dict(_KINDS)
