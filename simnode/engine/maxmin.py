@@ -237,7 +237,7 @@ def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate,
                     wsum, cnt, used, ver, ptr, col, frozen)
         if err:
             return err
-        _load(act, links, wts, mult, rate, res_rate)
+        _load_fcfs(act, links, wts, sw, mult, rate, res_rate, fcfs)
         over = False
         for r in range(nres):
             factor[r] = 1.0
@@ -267,6 +267,24 @@ def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate,
     return 0
 
 
+def _load_fcfs(act, links, wts, sw, mult, rate, res_rate, fcfs):
+    """``_load`` of the FCFS resources only (others 0), over the resources the fills visit
+    (a skipped FCFS resource cannot be overloaded: the resources covering it fill first)."""
+    for r in range(len(res_rate)):
+        res_rate[r] = 0.0
+    for i in range(len(act)):
+        c = act[i]
+        x = mult[c] * rate[c]
+        row = links[c]
+        wr = wts[c]
+        for j in range(sw[c]):
+            r = row[j]
+            if r < 0:
+                break
+            if fcfs[r]:
+                res_rate[r] += wr[j] * x
+
+
 def _load(act, links, wts, mult, rate, res_rate):
     """Per resource, the rate it serves (sum of mult x weight x class rate)."""
     for r in range(len(res_rate)):
@@ -288,7 +306,8 @@ def compiled():
     """``_rates`` compiled with numba (cached on disk; ``simnode.engine.jit``), or None if
     numba is not installed."""
     from simnode.engine.jit import compile_functions
-    fns = compile_functions((_freeze, _load, _fill, _rates), {"INF": INF, "REL_TOL": REL_TOL})
+    fns = compile_functions((_freeze, _load, _load_fcfs, _fill, _rates),
+                            {"INF": INF, "REL_TOL": REL_TOL})
     return fns["_rates"] if fns else None
 
 

@@ -108,31 +108,35 @@ def _next(act, top, V, crate):
     return best
 
 
-def _release(cs, tags, V, links, w, res_bytes, n, over):
-    """Drop finished members (class ``cs[i]``, finish tag ``tags[i]``) from their classes and
-    take back the units they were credited with after their finish (``over[i]``, units per
-    member, is written out for the series)."""
+def _release(cs, tags, mw, V, links, w, res_bytes, n, over):
+    """Drop finished members (class ``cs[i]``, finish tag ``tags[i]``, weights ``mw[i]`` in
+    the order of its class's row) from their classes: their weights leave the class's sum,
+    and the units they were credited with after their finish are taken back (``over[i]``,
+    units of the member, is written out for the series)."""
     for i in range(len(cs)):
         c = cs[i]
         o = V[c] - tags[i]
         if o < 0.0:
             o = 0.0
         over[i] = o
-        if o > 0.0:
-            row = links[c]
-            wr = w[c]
-            for j in range(len(row)):
-                r = row[j]
-                if r < 0:
-                    break
-                res_bytes[r] -= wr[j] * o
+        row = links[c]
+        wr = w[c]
+        mwr = mw[i]
+        for j in range(len(row)):
+            r = row[j]
+            if r < 0:
+                break
+            if o > 0.0:
+                res_bytes[r] -= mwr[j] * o
+            wr[j] -= mwr[j]
         n[c] -= 1
 
 
-def _note_covers(ids, links, w, keys, nres, has, ratio, uncov):
+def _note_covers(ids, links, w, keys, nres, has, ratio, uncov, delta):
     """For each class in ``ids`` and each covered resource X on it: the largest weight on X
     / weight on Y over its covering resources Y (pair key X * nres + Y in the sorted
-    ``keys``) into ``ratio``; ``uncov[X]`` if the class crosses none of them."""
+    ``keys``) into ``ratio`` (when ``delta`` > 0); ``uncov[X] += delta`` if the class crosses
+    none of them (delta = +1 for a new class, -1 for one that left, 0: ratios only)."""
     npairs = len(keys)
     for t in range(len(ids)):
         c = ids[t]
@@ -162,11 +166,12 @@ def _note_covers(ids, links, w, keys, nres, has, ratio, uncov):
                         hi = mid
                 if lo < npairs and keys[lo] == key:
                     found = True
-                    q = wr[j] / wr[i]
-                    if q > ratio[lo]:
-                        ratio[lo] = q
+                    if delta >= 0:
+                        q = wr[j] / wr[i]
+                        if q > ratio[lo]:
+                            ratio[lo] = q
             if not found:
-                uncov[x] = True
+                uncov[x] += delta
 
 
 def _relayout(ids, links, w, skip, sw):
@@ -260,6 +265,7 @@ class Group(_Delayed):
         self.served_ns = np.full(n, np.nan)
         self.left = n
         self.last_ns = env.now              #: latest arrival so far
+        self.gid = -1                       #: its index in the share
         self._ok = True
 
     @property
@@ -311,7 +317,7 @@ class Share:
         self._covering: set = set()         # every Y of some cover
         self._cover_arrays = None
         # classes: rows of per-class state, a row reused once its class empties. A class is
-        # either keyed (transfers with equal (cap, resources, weights) merge; members in a
+        # either keyed (transfers with equal (cap, resources) merge, weights summed; members in a
         # heap of (finish tag, seq, member)) or solo: one member of a group (``_sg`` = the
         # group's index, ``_sk`` = the member's), whose finish tag is ``_top``
         self._key2cls: dict = {}
@@ -332,7 +338,7 @@ class Share:
         self._act_arr = None                # the active classes in row order (cached)
         self._width = 1
         self._groups: list = []             # Group per group index (None once done)
-        self._pending: list = []            # (key, size, member, merge) waiting for the next solve
+        self._pending: list = []            # (key, weights, size, member) waiting for the next solve
         self._pending_groups: list = []     # (group index, sizes, rows, weights, caps)
         self._ghosts: list = []             # (class, tag, served_ns): done, still holding a share
         self._solo_ghosts: list = []        # compiled mode: (classes, tags, served_ns) arrays
@@ -342,12 +348,14 @@ class Share:
         self._wake_at: float | None = None
         self._in_wake = False
         self._deferred: list = []           # callbacks of finished start_cb transfers
+        self._group_batch: dict = {}        # group members served by this commit, per group
         self._gen = 0
         self._seq = 0
         self._work = 0                      # incidences solved so far (interpreted)
         self._k = {f.__name__: f for f in _KERNELS}
         self._solve_fn = maxmin._rates
         self._scratch = None
+        self._one = None
 
     # -- resources -----------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float, policy: str = "fair") -> int:
@@ -407,31 +415,41 @@ class Share:
 
     def _cover_state(self):
         """(sorted pair keys X * nres + Y, their ratios, per-resource has-cover flags,
-        per-resource uncovered flags)."""
+        per-resource counts of live classes that cross it but none of its covers)."""
         if self._cover_arrays is None:
             nres = len(self.names)
             keys = sorted(x * nres + y for x, ys in self._cover_of.items() for y in ys)
             has = np.zeros(nres, dtype=np.bool_)
             has[list(self._cover_of)] = True
             self._cover_arrays = (np.array(keys, dtype=np.int64), np.zeros(len(keys)), has,
-                                  np.zeros(nres, dtype=np.bool_))
+                                  np.zeros(nres, dtype=np.int64))
         return self._cover_arrays
 
-    def _note_covers(self, ids: np.ndarray) -> None:
-        """Compiled mode: take the new classes ``ids`` into the cover ratios, decide which
-        resources solves may leave out, and lay rows out for the solver (``_relayout``)."""
+    def _note_covers(self, ids: np.ndarray, delta: int = 1) -> None:
+        """Compiled mode: take classes ``ids`` into the cover state (``delta`` +1: new, their
+        ratios and uncovered resources; 0: a keyed class's weights changed; -1: they left),
+        decide which resources solves may leave out, and lay solo classes' rows out for the
+        solver (``_relayout``; a keyed class keeps its order, its members' weights follow)."""
         if not self._cover_of:
             return
         keys, ratio, has, uncov = self._cover_state()
         nres = len(self.names)
-        self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, ratio, uncov)
+        self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, ratio, uncov, delta)
         x, y = keys // nres, keys % nres
         bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
-        skip = has & ~uncov & (bound <= self._cap)
-        if (self._skip & ~skip).any():          # a resource must be solved again: every row
-            ids = np.union1d(ids, np.flatnonzero(self._n > 0))
+        skip = has & (uncov == 0) & (bound <= self._cap)
+        if delta > 0:
+            relay = ids
+        else:
+            relay = ids[:0]
+        if (skip != self._skip).any():          # the rows of every live class follow suit
+            relay = np.union1d(relay, np.flatnonzero(self._n > 0))
+            if (self._skip & ~skip).any():
+                self._sw[relay] = self._width   # a resource to solve again: visit whole rows
         self._skip = skip
-        self._k["_relayout"](ids, self._links, self._w, self._skip, self._sw)
+        solo = relay[self._sg[relay] >= 0]
+        if solo.size:
+            self._k["_relayout"](solo, self._links, self._w, self._skip, self._sw)
 
     @property
     def capacity(self) -> np.ndarray:
@@ -504,14 +522,25 @@ class Share:
             ks = np.flatnonzero(idle)
             served = self.env.now + np.where(np.isinf(caps[ks]), 0.0, sizes[ks] / caps[ks])
             self._group_done(gid, ks, served)
+        group.gid = gid
         live = np.flatnonzero(~idle)
         if live.size:
-            self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
-                                         np.array(caps[live])))
+            key = np.concatenate([rows[live], caps[live][:, None].view(np.int64)], axis=1)
+            if np.unique(key, axis=0).shape[0] < live.size:
+                # members with the same resources and cap: one shared class (``_class``)
+                lengths = keep.sum(axis=1)
+                for k in live.tolist():
+                    m = int(lengths[k])
+                    self._pending.append(((float(caps[k]), tuple(rows[k, :m].tolist())),
+                                          tuple(weights[k, :m].tolist()), float(sizes[k]),
+                                          (group, k)))
+            else:
+                self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
+                                             np.array(caps[live])))
             self._request_start()
         return group
 
-    def _begin(self, size, resources, weights, cap, member, merge: bool = True) -> None:
+    def _begin(self, size, resources, weights, cap, member) -> None:
         if size < 0:
             raise ValueError(f"size must be >= 0, not {size}")
         if not cap > 0:
@@ -528,7 +557,7 @@ class Share:
             if type(member) is tuple:
                 self._request_start()               # its callback runs in the next wake
             return
-        self._pending.append(((cap, resources, weights), size, member, merge))
+        self._pending.append(((cap, resources), weights or (1.0,) * len(resources), size, member))
         self._request_start()
 
     def _request_start(self) -> None:
@@ -545,7 +574,13 @@ class Share:
         if served > self.last_served_ns:
             self.last_served_ns = served
         if type(member) is tuple:
-            self._deferred.append((member, served))
+            obj, k = member
+            if type(obj) is Group:                  # a group member in a shared class
+                got = self._group_batch.setdefault(id(obj), (obj, [], []))
+                got[1].append(k)
+                got[2].append(served)
+            else:
+                self._deferred.append((member, served))
         else:
             member._finish(served_in_ns)
             if self.on_served is not None:
@@ -625,16 +660,24 @@ class Share:
     def _place(self) -> None:
         """Put the pending starts into their classes (their finish tags on the clocks)."""
         pending, self._pending = self._pending, []
-        for key, size, member, merge in pending:
-            c = self._class(key, merge)
+        fresh, grown = [], []                       # keyed classes new / with a new member
+        for key, weights, size, member in pending:
+            c = self._class(key)
             self._seq += 1
             tag = self._V[c] + size
-            heapq.heappush(self._heaps[c], (tag, self._seq, member))
+            heapq.heappush(self._heaps[c], (tag, self._seq, member, weights))
             if self._n[c] == 0 and not self.compiled:
                 self._act.add(c)
             self._n[c] += 1
+            w = self._w[c]                          # the class solves with its members' sum
+            for j in range(len(weights)):
+                w[j] += weights[j]
             if tag < self._top[c]:
                 self._top[c] = tag
+            (fresh if self._n[c] == 1 else grown).append(c)
+        if self._cover_of and self.compiled and pending:
+            self._note_covers(np.array(fresh, dtype=np.int64), 1)
+            self._note_covers(np.unique(np.array(grown, dtype=np.int64)), 0)
         groups, self._pending_groups = self._pending_groups, []
         for gid, ks, sizes, rows, weights, caps in groups:
             self._place_group(gid, ks, sizes, rows, weights, caps)
@@ -651,7 +694,7 @@ class Share:
                 self._width = width
                 self._scratch = None
             link_rows = list(map(tuple, rows.tolist()))
-            w_rows = list(map(tuple, weights.tolist()))
+            w_rows = weights.tolist()
             reuse = min(len(self._free), m)
             ids = [self._free.pop() for _ in range(reuse)]
             for i, c in enumerate(ids):
@@ -671,7 +714,7 @@ class Share:
                 for lst, v in ((self._n, 1), (self._V, 0.0), (self._crate, 0.0),
                                (self._cls_key, None), (self._sg, gid)):
                     lst.extend([v] * rest)
-                self._heaps.extend([] for _ in range(rest))
+                self._heaps.extend([None] * rest)      # solo: no heap (its tag is _top)
             self._act.update(ids)
             self._act.update(range(first, first + rest))
             return
@@ -723,7 +766,7 @@ class Share:
                 if g >= 0:
                     v, r, tag = self._V[c], self._crate[c], self._top[c]
                     served = now + (0.0 if exact else (max(tag - v, 0.0) / r if r > 0 else 0.0))
-                    self._ghosts.append((c, tag, served))
+                    self._ghosts.append((c, tag, served, tuple(self._w[c])))
                     self._top[c] = INF
                     ks, ts = done.setdefault(g, ([], []))
                     ks.append(self._sk[c])
@@ -739,14 +782,19 @@ class Share:
             heap, v, r = self._heaps[c], self._V[c], self._crate[c]
             lim = v + r * window + EPS_UNITS + EPS_REL * v
             while heap and heap[0][0] <= lim:
-                tag, _, member = heapq.heappop(heap)
+                tag, _, member, mw = heapq.heappop(heap)
                 # W = 0: whatever is left is below the clock's resolution: served now
                 served_in = 0.0 if exact else (max(tag - v, 0.0) / r if r > 0 else 0.0)
                 self._retire(member, served_in)
-                self._ghosts.append((c, tag, now + served_in))
+                self._ghosts.append((c, tag, now + served_in, mw))
                 if now + served_in > end:
                     end = now + served_in
             self._top[c] = heap[0][0] if heap else INF
+        if self._group_batch:
+            batch, self._group_batch = self._group_batch, {}
+            for obj, ks, ts in sorted(batch.values(), key=lambda b: b[0].gid):
+                self.transfers_done -= len(ks)          # counted by _retire already
+                self._group_done(obj.gid, np.array(ks, dtype=np.int64), np.array(ts))
         return end
 
     def _commit_solo(self, solo: np.ndarray, now: float, exact: bool) -> float:
@@ -780,18 +828,28 @@ class Share:
         ghosts, self._ghosts = self._ghosts, []
         solos, self._solo_ghosts = self._solo_ghosts, []
         if self.compiled:
-            parts = solos + ([tuple(np.array(x) for x in zip(*ghosts))] if ghosts else [])
+            width = self._width
+            parts = [(c, t, sv, self._w[c].copy()) for c, t, sv in solos]
+            if ghosts:
+                mw = np.zeros((len(ghosts), width))
+                for i, g in enumerate(ghosts):
+                    mw[i, :len(g[3])] = g[3]
+                parts.append((np.array([g[0] for g in ghosts], dtype=np.int64),
+                              np.array([g[1] for g in ghosts]), np.array([g[2] for g in ghosts]),
+                              mw))
             cs = np.concatenate([p[0] for p in parts]).astype(np.int64)
             tags = np.concatenate([p[1] for p in parts]).astype(float)
             served = np.concatenate([p[2] for p in parts]).astype(float)
+            mw = np.concatenate([p[3] for p in parts])
             over = np.zeros(cs.shape[0])
-            self._k["_release"](cs, tags, self._V, self._links, self._w, self._bytes, self._n, over)
+            self._k["_release"](cs, tags, mw, self._V, self._links, self._w, self._bytes,
+                                self._n, over)
             if self.series is not None and (over > 0).any():
                 m = over > 0
-                rows = self._links[cs[m]]
-                self.series.add_spans(served[m], now, rows,
-                                      -(self._w[cs[m]] * over[m][:, None]))
+                self.series.add_spans(served[m], now, self._links[cs[m]],
+                                      -(mw[m] * over[m][:, None]))
             freed = np.unique(cs[self._n[cs] == 0])
+            self._note_covers(freed, -1)
             keyed = freed[self._sg[freed] < 0]          # solo classes have no key
             self._top[freed] = INF
             self._crate[freed] = 0.0
@@ -805,15 +863,16 @@ class Share:
             return
         cs = [g[0] for g in ghosts]
         tags = [g[1] for g in ghosts]
+        mws = [g[3] for g in ghosts]
         over = [0.0] * len(cs)
-        self._k["_release"](cs, tags, self._V, self._links, self._w, self._bytes, self._n, over)
+        self._k["_release"](cs, tags, mws, self._V, self._links, self._w, self._bytes, self._n,
+                            over)
         if self.series is not None and any(o > 0.0 for o in over):
             m = [i for i, o in enumerate(over) if o > 0.0]
             width = max(len(self._links[cs[i]]) for i in m)
             rows = np.array([tuple(self._links[cs[i]]) + (-1,) * (width - len(self._links[cs[i]]))
                              for i in m], dtype=np.int64)
-            w = np.array([tuple(self._w[cs[i]]) + (0.0,) * (width - len(self._w[cs[i]]))
-                          for i in m])
+            w = np.array([tuple(mws[i]) + (0.0,) * (width - len(mws[i])) for i in m])
             self.series.add_spans(np.array([ghosts[i][2] for i in m]), now, rows,
                                   -(w * np.array([over[i] for i in m])[:, None]))
         freed = sorted({c for c in cs if self._n[c] == 0})
@@ -836,7 +895,7 @@ class Share:
                 self._rate[r] = 0.0
         else:
             s = self._scratch_for(len(self._n))
-            err = self._solve_fn(act, self._links, self._w, self._sw, self._n, self._ccap, self._cap,
+            err = self._solve_fn(act, self._links, self._w, self._sw, self._ones(), self._ccap, self._cap,
                                  self._fcfs, self._any_fcfs, self._skip, self._crate, self._rate,
                                  *s)
             if err:
@@ -851,16 +910,16 @@ class Share:
             self.on_rates(self.env.now, self._rate)
 
     # -- class rows ----------------------------------------------------------------------------------
-    def _class(self, key, merge: bool = True) -> int:
-        """The row of ``key``'s class (a new one if none, or if ``merge`` is False: a
-        transfer of a group has a class of its own, found without hashing its key)."""
-        if merge:
-            c = self._key2cls.get(key)
-            if c is not None:
-                return c
-        cap, resources, weights = key
-        if weights is None:
-            weights = (1.0,) * len(resources)
+    def _class(self, key) -> int:
+        """The row of the class of ``key`` = (cap, resources), a new one if none. Transfers
+        with the same resources and cap always get the same rate whatever their weights
+        (they rise together and stop at the same resource), so a class solves as one with
+        the sum of its members' weights: exact, and one class for, e.g., a rank's
+        reductions of every peer's rows."""
+        c = self._key2cls.get(key)
+        if c is not None:
+            return c
+        cap, resources = key
         width = len(resources)
         if self.compiled:
             if width > self._width:
@@ -871,33 +930,32 @@ class Share:
             self._links[c] = -1
             self._links[c, :width] = resources
             self._w[c] = 0.0
-            self._w[c, :width] = weights
-            self._sw[c] = width
-            self._note_covers(np.array([c], dtype=np.int64))
         else:
             if width > self._width:
                 self._width = width
                 self._scratch = None
             if self._free:
                 c = self._free.pop()
-                self._links[c], self._w[c], self._sw[c] = resources, weights, width
+                self._links[c], self._w[c] = resources, [0.0] * width
             else:
                 c = len(self._cls_key)
                 self._links.append(resources)
-                self._w.append(weights)
+                self._w.append([0.0] * width)
                 self._sw.append(width)
                 for lst, v in ((self._ccap, 0.0), (self._n, 0), (self._V, 0.0),
                                (self._crate, 0.0), (self._top, INF), (self._cls_key, None),
                                (self._sg, -1), (self._sk, 0)):
                     lst.append(v)
-                self._heaps.append([])
+                self._heaps.append(None)
+        self._sw[c] = width                     # a keyed class keeps its row order
+        if self._heaps[c] is None:
+            self._heaps[c] = []
         self._ccap[c] = cap
         self._V[c] = 0.0
         self._crate[c] = 0.0
         self._top[c] = INF
-        if merge:
-            self._cls_key[c] = key
-            self._key2cls[key] = c
+        self._cls_key[c] = key
+        self._key2cls[key] = c
         return c
 
     def _widen(self, width: int) -> None:
@@ -920,7 +978,7 @@ class Share:
         self._sg = np.concatenate([self._sg, np.full(grow, -1, dtype=np.int64)])
         self._sk = np.concatenate([self._sk, np.zeros(grow, dtype=np.int64)])
         self._cls_key.extend([None] * grow)
-        self._heaps.extend([] for _ in range(grow))
+        self._heaps.extend([None] * grow)           # a heap only for a keyed class
         # popped after the rows already free, lowest first: as the interpreted form, which
         # reuses freed rows before it appends new ones (same rows, same results)
         self._free[:0] = range(start + grow - 1, start - 1, -1)
@@ -960,16 +1018,13 @@ class Share:
             setattr(self, name, np.asarray(getattr(self, name), dtype=float))
         self._fcfs = np.asarray(self._fcfs, dtype=np.bool_)
         self._skip = np.asarray(self._skip, dtype=np.bool_)
-        if self._ghosts:
-            g = self._ghosts
-            self._solo_ghosts.append((np.array([x[0] for x in g], dtype=np.int64),
-                                      np.array([x[1] for x in g]), np.array([x[2] for x in g])))
-            self._ghosts = []
+        # ghosts (members done, waiting for release) keep their weight rows as they are
         self._act = None
         self._act_arr = None
         self._k = kern
         self._solve_fn = fns
         self._scratch = None
+        self._one = None
         self.compiled = True
         self._note_covers(np.flatnonzero(self._n > 0))
 
@@ -990,6 +1045,13 @@ class Share:
                  [0] * (nres + 1), [0] * need_inc, [False] * rows, [0.0] * rows, [0.0] * nres)
         self._scratch = s + (need_inc, rows)
         return s[:-2] if len(s) > 10 else s
+
+    def _ones(self):
+        """The solver's multiplicity per class: 1 (a class's weights sum its members')."""
+        rows = len(self._n)
+        if self._one is None or len(self._one) < rows:
+            self._one = np.ones(rows) if self.compiled else [1.0] * rows
+        return self._one
 
     def _due_buf(self, n: int):
         return np.zeros(n, dtype=np.int64) if self.compiled else [0] * n

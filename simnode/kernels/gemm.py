@@ -182,8 +182,9 @@ def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
     cores = [CoreProgram(c) for c in range(min(t.num_cores, len(order)))]
     per_core = [order[c::t.num_cores] for c in range(len(cores))]
     scaled = _scaled(p.dtype)
+    loads: dict = {}            # a tile's load record, shared by every core that reads the tile
     for prog, blocks in zip(cores, per_core):
-        _core_program(prog, blocks, p, t, scaled)
+        _core_program(prog, blocks, p, t, scaled, loads)
         prog.buffers = _buffer_plan(p, t, scaled)
     meta = {"kind": "gemm", "m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype,
             "block_m": t.block_m, "block_n": t.block_n, "block_k": t.block_k, "k_l0": t.k_l0,
@@ -213,10 +214,12 @@ def _buffer_plan(p: GemmParams, t: GemmTiling, scaled: bool) -> list[BufferUse]:
     return plan
 
 
-def _core_program(prog: CoreProgram, blocks, p: GemmParams, t: GemmTiling, scaled: bool) -> None:
+def _core_program(prog: CoreProgram, blocks, p: GemmParams, t: GemmTiling, scaled: bool,
+                  loads: dict) -> None:
     """Append one core's instructions. Identical records are one shared (frozen) object: a
     GEMM repeats a few hundred distinct flags, MMADs and L1->L0 copies millions of times,
-    and the engine resolves each distinct record once."""
+    and the engine resolves each distinct record once; ``loads`` holds the GM tile loads
+    across cores (a tile's load is the same record on every core that reads it)."""
     mmads, l0copies = {}, {}
 
     def mmad(m, n, k):
@@ -265,13 +268,15 @@ def _core_program(prog: CoreProgram, blocks, p: GemmParams, t: GemmTiling, scale
             s = stage % S
             if stage >= S:
                 mte2(wait_l1_free[s])
-            mte2(Copy("gm_to_l1", _bytes(rows * kk, dtype), ("A", mb, kb), label="load A"))
-            mte2(Copy("gm_to_l1", _bytes(kk * cols, dtype), ("B", nb, kb), label="load B"))
-            if scaled:
-                mte2(Copy("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
-                          ("SA", mb, kb), label="load A scales"))
-                mte2(Copy("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
-                          ("SB", nb, kb), label="load B scales"))
+            for key, size, label in ((("A", mb, kb), _bytes(rows * kk, dtype), "load A"),
+                                     (("B", nb, kb), _bytes(kk * cols, dtype), "load B")) + ((
+                    (("SA", mb, kb), max(1, rows * kk // MX_SCALE_K_PER_BYTE), "load A scales"),
+                    (("SB", nb, kb), max(1, cols * kk // MX_SCALE_K_PER_BYTE), "load B scales"))
+                    if scaled else ()):
+                rec = loads.get(key)
+                if rec is None:
+                    rec = loads[key] = Copy("gm_to_l1", size, key, label=label)
+                mte2(rec)
             mte2(set_l1_full[s])
             mte1(wait_l1_full[s])
             steps = math.ceil(kk / t.k_l0)

@@ -83,23 +83,22 @@ def record_sizes(p: DeepEPParams) -> RecordSizes:
 
 @dataclass(frozen=True)
 class DeepEPPlan:
-    """Counts per (source rank, AIV, destination rank). Only ``aiv_tokens`` is stored
-    [r, a, d] (int32: 256 MB at EP1024); SQEs and combine rows per AIV follow from it and
-    are derived per rank (``aiv_sqes_of``, ``combine_tokens_of``) or reduced to [r, d],
-    so a large EP size does not hold several [R, A, R] arrays at once."""
+    """Counts per (source rank, destination rank), and per AIV if asked for: only
+    ``aiv_tokens`` is [r, a, d] (int32: 256 MB at EP1024, kept only for in-order Jetties);
+    SQEs and combine rows per AIV follow from it and are derived per rank (``aiv_sqes_of``,
+    ``combine_tokens_of``) or reduced to [r, d], so a large EP size does not hold several
+    [R, A, R] arrays at once."""
     params: DeepEPParams
     sizes: RecordSizes
-    aiv_tokens: np.ndarray        #: int32 [r, a, d] tokens AIV a of rank r sends to rank d (d == r: local copy)
+    aiv_tokens: np.ndarray | None  #: int32 [r, a, d] tokens AIV a of rank r sends to rank d (d == r:
+                                   #: local copy); None unless asked for (256 MB at EP1024)
+    pair_tokens: np.ndarray       #: int64 [r, d] tokens rank r dispatches to rank d (diagonal: self-rank copies)
     pair_sqes: np.ndarray         #: [r, d] SQEs rank r posts for rank d, summed over its AIVs (0 for d == r)
     aiv_sqes_max: np.ndarray      #: [r] SQEs of rank r's busiest AIV, over all its peers
     reduce_tokens: np.ndarray     #: combine: [d, r] tokens from r with >= 2 experts on d (reduced)
     reduce_rows: np.ndarray       #: combine: [d, r] expert rows those reductions read
     expert_tokens: np.ndarray     #: [e] (token, expert) entries received by expert e
 
-    @cached_property
-    def pair_tokens(self) -> np.ndarray:
-        """[r, d] tokens rank r dispatches to rank d (diagonal: self-rank copies)."""
-        return self.aiv_tokens.sum(axis=1, dtype=np.int64)
 
     def aiv_sqes_of(self, r: int) -> np.ndarray:
         """[a, d] SQEs AIV a of rank r posts for rank d: ceil(tokens / 6), none to itself."""
@@ -175,13 +174,15 @@ def token_destinations(topk: np.ndarray, experts_per_rank: int):
     return tok, dst, k_on
 
 
-def build_plan(topk_by_rank, p: DeepEPParams) -> DeepEPPlan:
+def build_plan(topk_by_rank, p: DeepEPParams, keep_aiv: bool = True) -> DeepEPPlan:
     """Counts of everything dispatch and combine move, from each rank's [T, k] expert ids
-    (any iterable, consumed once in rank order, so the routes need not all be in memory)."""
+    (any iterable, consumed once in rank order, so the routes need not all be in memory).
+    ``keep_aiv``: keep the [r, a, d] per-AIV counts (only in-order Jetties read them)."""
     R, A = p.num_ranks, p.num_aiv
     epr = p.num_experts // R
     starts = aiv_ranges(p.tokens_per_rank, A)
-    aiv_tokens = np.zeros((R, A, R), dtype=np.int32)           # <= tokens_per_rank each
+    aiv_tokens = np.zeros((R, A, R), dtype=np.int32) if keep_aiv else None  # <= tokens each
+    pair_tokens = np.zeros((R, R), dtype=np.int64)
     pair_sqes = np.zeros((R, R), dtype=np.int64)
     aiv_sqes_max = np.zeros(R, dtype=np.int64)
     reduce_tokens = np.zeros((R, R), dtype=np.int64)
@@ -193,8 +194,11 @@ def build_plan(topk_by_rank, p: DeepEPParams) -> DeepEPPlan:
         if r >= R:
             raise ValueError(f"build_plan: routing for more than {R} ranks")
         tok, dst, k_on = token_destinations(topk, epr)
-        aiv_tokens[r] = np.bincount(aiv_of[tok] * R + dst, minlength=A * R).reshape(A, R)
-        sqes = _sqes(aiv_tokens[r], r, p.tokens_per_sqe)
+        toks = np.bincount(aiv_of[tok] * R + dst, minlength=A * R).reshape(A, R).astype(np.int32)
+        if keep_aiv:
+            aiv_tokens[r] = toks
+        pair_tokens[r] = toks.sum(axis=0, dtype=np.int64)
+        sqes = _sqes(toks, r, p.tokens_per_sqe)
         pair_sqes[r] = sqes.sum(axis=0)
         aiv_sqes_max[r] = sqes.sum(axis=1).max(initial=0)
         multi = k_on >= 2
@@ -204,7 +208,7 @@ def build_plan(topk_by_rank, p: DeepEPParams) -> DeepEPPlan:
         ranks_seen += 1
     if ranks_seen != R:
         raise ValueError(f"build_plan: routing for {ranks_seen} ranks, expected {R}")
-    return DeepEPPlan(p, record_sizes(p), aiv_tokens, pair_sqes, aiv_sqes_max,
+    return DeepEPPlan(p, record_sizes(p), aiv_tokens, pair_tokens, pair_sqes, aiv_sqes_max,
                       reduce_tokens, reduce_rows, expert_tokens)
 
 

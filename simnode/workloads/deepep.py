@@ -142,7 +142,8 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
                       params["num_experts"], params["dispatch_dtype"], params["combine_dtype"],
                       num_aiv=chip.num_ai_cores * chip.aiv_per_core,
                       wqebb_bytes=topology.supernode.wqebb_bytes)
-    plan = build_plan(build_routes(params, R), dp)
+    # per-AIV counts only for in-order Jetties (256 MB at EP1024)
+    plan = build_plan(build_routes(params, R), dp, keep_aiv=params["send_order"] == "jetty_fifo")
     costs = DeepEPCosts(**{k: params[k] for k in _COST_FIELDS})
     phases = ("dispatch", "combine") if params["phase"] == "both" else (params["phase"],)
     from simnode.moe.deepep_trace import DeepEPTracer

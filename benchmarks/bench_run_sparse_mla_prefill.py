@@ -1,0 +1,16 @@
+"""Whole-process speed target 'sparse-mla-prefill' (issue 17): median of 3 runs, wall time and peak memory.
+
+    python benchmarks/bench_run_sparse_mla_prefill.py [--runs N]
+
+The command, the target and the figure before issue 17 are in ``process.ROWS``.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from process import main_for  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main_for("sparse-mla-prefill"))

@@ -1,0 +1,103 @@
+"""Whole-process timing: run a command several times as a user would, report the median.
+
+``measure(argv, runs=3) -> Measurement`` runs ``argv`` (a fresh Python process each time,
+imports included) and records each run's wall time and peak resident memory (the child's
+own max RSS, from ``os.wait4``); ``Measurement`` gives the median wall time and the
+largest peak. The rows of the speed targets (issue 17) are declared in ``ROWS``; each
+``bench_run_*.py`` script measures one and ``bench_targets.py`` all of them.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SIMNODE = [sys.executable, "-m", "simnode"]
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    argv: tuple                   #: the command after ``python -m``
+    target_s: float               #: median wall time target (2-core machine)
+    target_MiB: float = 0.0       #: peak memory target (0: none)
+    before_s: float = 0.0         #: as measured before issue 17 (issue text, 2-core machine)
+    before_MiB: float = 0.0
+
+
+ROWS = {
+    "deepep-ep128": Row("deepep-ep128", ("simnode", "run", "topologies/atlas950-supernode.yaml",
+                                         "workloads/deepep-normal.yaml", "--set", "num_ranks=128",
+                                         "--json"), 2.5, 0.0, 10.6, 124),
+    "deepep-ep1024": Row("deepep-ep1024", ("benchmarks.bench_deepep", "--ep", "1024"), 60.0, 2048.0,
+                         1217.0, 3994),
+    "alltoall-ep128": Row("alltoall-ep128", ("simnode", "run", "topologies/atlas950-supernode.yaml",
+                                             "workloads/transport-alltoall.yaml", "--set",
+                                             "num_ranks=128", "--set", "bytes_per_peer=4736000",
+                                             "--set", "topology.supernode.urma_payload_GBps=0",
+                                             "--json"), 0.4, 0.0, 1.10),
+    "gemm": Row("gemm", ("simnode", "run", "topologies/ascend950dt.yaml",
+                         "workloads/gemm-bf16-4096x7168x16384.yaml", "--json"), 1.5, 0.0, 5.1),
+    "sparse-mla-prefill": Row("sparse-mla-prefill", ("simnode", "run", "topologies/ascend950dt.yaml",
+                                                     "workloads/sparse-mla-prefill.yaml", "--json"),
+                              10.0, 0.0, 34.0, 400),
+}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    wall_s: tuple                 #: per run
+    peak_MiB: tuple               #: per run
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.wall_s)
+
+    @property
+    def max_MiB(self) -> float:
+        return max(self.peak_MiB)
+
+
+def run_once(argv) -> tuple[float, float]:
+    """(wall s, peak RSS MiB) of one child process running ``python -m argv...``."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{err}")
+    return wall, usage.ru_maxrss / 1024                      # Linux reports KiB
+
+
+def measure(argv, runs: int = 3) -> Measurement:
+    got = [run_once(argv) for _ in range(runs)]
+    return Measurement(tuple(w for w, _ in got), tuple(m for _, m in got))
+
+
+def report(row: Row, m: Measurement) -> str:
+    ok = m.median_s <= row.target_s and (not row.target_MiB or m.max_MiB <= row.target_MiB)
+    target = f"<= {row.target_s:g} s" + (f", <= {row.target_MiB:g} MiB" if row.target_MiB else "")
+    before = f"{row.before_s:g} s" + (f", {row.before_MiB:g} MiB" if row.before_MiB else "")
+    runs = ", ".join(f"{w:.2f}" for w in m.wall_s)
+    return (f"{row.name:<20} median {m.median_s:7.2f} s  peak {m.max_MiB:7.0f} MiB  "
+            f"(runs {runs})  target {target}: {'met' if ok else 'MISSED'}  [before: {before}]")
+
+
+def main_for(name: str, argv: list[str] | None = None) -> int:
+    """Measure one row (``bench_run_*.py``); ``--runs N`` (default 3)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=f"whole-process timing of the '{name}' target")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args(argv)
+    row = ROWS[name]
+    print(report(row, measure(row.argv, args.runs)))
+    return 0
