@@ -1,0 +1,335 @@
+"""Automatic synchronization: flags from the producers and consumers of buffers.
+
+``CoreEmitter`` receives one core's tile ops in program order (after a pipelined loop has
+ordered its stages) and appends their instructions to the core's pipe streams. In automatic
+mode it inserts, as TileLang's Ascend backend does (facts moe-layer 4, 3.2):
+
+- a read waits for the last writer of the slot it reads (RAW), a write for the last writer
+  and the readers of the slot it overwrites (WAW, WAR), when they run on another pipe;
+  a pipe's own earlier work needs no flag (pipes are in order, facts 3.1);
+- a dependency becomes ``set`` right after the producer and ``wait`` right before the
+  consumer: ``SetFlag``/``WaitFlag`` between pipes of one unit, ``CrossSet``/``CrossWait``
+  between the AIC and an AIV;
+- vector clocks (per pipe: the last instruction of every other pipe known complete) skip a
+  wait that an earlier one already implies, and two consecutive statements of one pipe that
+  need consecutive work of another share one flag (the set moves to the later producer);
+- event ids are allocated within the hardware limits (facts 1.3/3.2: 8 per pipe pair, 16
+  cross-core flags per direction and AIV): an id is reused once the producer knows the
+  consumer has passed the wait of its previous use, so at most one set per id is pending;
+  a cross-core id belongs to one (setter pipe, waiting pipe) pair while it lives, so a wait
+  can only meet the sets meant for it. When every id is in use the op's line is named.
+
+In manual mode ops and the author's flags are appended as written; ``simnode.tile.verify``
+checks them. Slots: a write of a new generation takes the buffer's next version (round
+robin); a read finds the slot of the generation it expects, or the program reads data that
+a reordered stage overwrote (or has not written yet), which is named with both lines.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from simnode.kernels import isa
+from simnode.tile.site import fail, fmt
+
+
+class TileOp:
+    """One instruction of one pipe with the buffer accesses that order it."""
+    __slots__ = ("core", "pidx", "instr", "reads", "writes", "at", "stage", "flag", "dma")
+
+    def __init__(self, core, pidx, instr, reads, writes, at, stage=0, flag=False, dma=None):
+        self.core, self.pidx, self.instr = core, pidx, instr
+        self.reads, self.writes = reads, writes     #: (Phys, row lo, row hi, generation)
+        self.at, self.stage, self.flag, self.dma = at, stage, flag, dma
+
+
+class Slot:
+    __slots__ = ("writers", "readers")
+
+    def __init__(self):
+        self.writers = []        #: [pipe, index, snapshot, lo, hi]
+        self.readers = {}        #: pipe -> [index, snapshot, lo, hi]
+
+
+class PhysState:
+    """Emission-time state of one physical buffer: which generation sits in which slot."""
+    __slots__ = ("slots", "slot_gen", "slot_at", "slot_of_gen", "next", "seen")
+
+    def __init__(self):
+        self.slots, self.slot_gen, self.slot_at = [], [], []
+        self.slot_of_gen = {}
+        self.next = 0
+        self.seen = set()
+
+
+class Pair:
+    __slots__ = ("ids", "last")
+
+    def __init__(self):
+        self.ids, self.last = [], []
+
+
+_MEMO: dict = {}
+
+
+def _flag(cls, *args):
+    key = (cls, args)
+    r = _MEMO.get(key)
+    if r is None:
+        r = _MEMO[key] = cls(*args)
+    return r
+
+
+class CoreEmitter:
+    """One core's pipe streams and their synchronization (see the module docstring)."""
+
+    def __init__(self, core: int, builder, keep_meta: bool):
+        self.core = core
+        self.builder = builder
+        self.manual = builder.kernel.sync == "manual"
+        pipes = builder.pipes
+        n = len(pipes)
+        self.unit_of = [u for u, _ in pipes]
+        self.pipe_of = [p for _, p in pipes]
+        self.streams = [[] for _ in range(n)]
+        self.after = [{} for _ in range(n)]
+        self.meta = [[] for _ in range(n)] if keep_meta else None
+        self.vc = [[-1] * n for _ in range(n)]
+        self.snaps = [None] * n
+        self.waitpos = [[] for _ in range(n)]
+        self.pending = [{} for _ in range(n)]
+        self.pairs: dict = {}
+        self.xpool: dict = {}
+        self.run_pipe: dict = {}
+        self.run_start: dict = {}
+        self.seq = 0
+        self.flag_pairs = 0
+        self.events_limit = builder.chip.sync.pipe_events_per_pair
+        self.cross_limit = builder.chip.sync.cross_core_flags
+        self.op = None
+
+    # -- slots ----------------------------------------------------------------------------
+    @staticmethod
+    def _state(ph) -> PhysState:
+        st = ph.state
+        if st is None:
+            st = ph.state = PhysState()
+        while len(st.slots) < ph.versions:
+            st.slots.append(Slot())
+            st.slot_gen.append(0)
+            st.slot_at.append(None)
+        return st
+
+    def _write_slot(self, ph, gen) -> Slot:
+        st = self._state(ph)
+        s = st.slot_of_gen.get(gen)
+        if s is None:
+            s = st.next % ph.versions
+            st.next += 1
+            old = st.slot_gen[s]
+            if st.slot_of_gen.get(old) == s:
+                del st.slot_of_gen[old]
+            st.slot_of_gen[gen] = s
+            st.slot_gen[s] = gen
+            st.slot_at[s] = self.op.at
+            st.seen.add(gen)
+        return st.slots[s]
+
+    def _read_slot(self, ph, gen) -> Slot:
+        st = self._state(ph)
+        if gen == 0:
+            return st.slots[0]           # read before any write: no producer to wait for
+        s = st.slot_of_gen.get(gen)
+        if s is None:
+            op = self.op
+            if gen not in st.seen:
+                fail(f"reads '{ph.name}' before the write it depends on is issued: its stage "
+                     f"({op.stage}) runs ahead of the stage that writes it", op.at)
+            fail(f"reads '{ph.name}' after a later write ({fmt(self._writer_at(st, ph))}) reused "
+                 f"its slot: give '{ph.name}' more versions (T.annotate_buffer_versions, now "
+                 f"{ph.versions}) or bring the two stages closer", op.at)
+        return st.slots[s]
+
+    @staticmethod
+    def _writer_at(st, ph):
+        return st.slot_at[(st.next - 1) % ph.versions]
+
+    # -- emission -------------------------------------------------------------------------
+    def emit(self, op: TileOp) -> None:
+        self.op = op
+        c = op.pidx
+        self.seq += 1
+        u = self.unit_of[c]
+        if self.run_pipe.get(u) != c:
+            self.run_pipe[u] = c
+            self.run_start[u] = self.seq
+        stream = self.streams[c]
+        if op.flag:
+            if self.meta is not None:
+                self.meta[c].append((op.at, (), ()))
+            stream.append(op.instr)
+            return
+        reads = [(self._read_slot(ph, gen), lo, hi, ph) for ph, lo, hi, gen in op.reads]
+        writes = [(self._write_slot(ph, gen), lo, hi, ph) for ph, lo, hi, gen in op.writes]
+        if not self.manual:
+            deps = {}
+            for s, lo, hi, _ in reads:
+                for w in s.writers:
+                    if w[0] != c and w[3] < hi and lo < w[4]:
+                        d = deps.get(w[0])
+                        if d is None or d[0] < w[1]:
+                            deps[w[0]] = (w[1], w[2])
+            for s, lo, hi, _ in writes:
+                for w in s.writers:
+                    if w[0] != c and w[3] < hi and lo < w[4]:
+                        d = deps.get(w[0])
+                        if d is None or d[0] < w[1]:
+                            deps[w[0]] = (w[1], w[2])
+                for p, r in s.readers.items():
+                    if p != c and r[2] < hi and lo < r[3]:
+                        d = deps.get(p)
+                        if d is None or d[0] < r[0]:
+                            deps[p] = (r[0], r[1])
+            if deps:
+                vcc = self.vc[c]
+                for p, (idx, snap) in deps.items():
+                    if vcc[p] < idx:
+                        self._edge(p, idx, snap, c)
+        i = len(stream)
+        stream.append(op.instr)
+        if self.meta is not None:
+            self.meta[c].append((op.at, tuple((id(s), lo, hi, ph.name) for s, lo, hi, ph in reads),
+                                 tuple((id(s), lo, hi, ph.name) for s, lo, hi, ph in writes)))
+        snap = self.snaps[c]
+        if snap is None:
+            snap = self.snaps[c] = tuple(self.vc[c])
+        for s, lo, hi, _ in reads:
+            r = s.readers.get(c)
+            if r is None:
+                s.readers[c] = [i, snap, lo, hi]
+            else:
+                r[0], r[1] = i, snap
+                if lo < r[2]:
+                    r[2] = lo
+                if hi > r[3]:
+                    r[3] = hi
+        for s, lo, hi, _ in writes:
+            ws = s.writers
+            if ws:
+                s.writers = ws = [w for w in ws if not (lo <= w[3] and w[4] <= hi)]
+            ws.append([c, i, snap, lo, hi])
+            rd = s.readers
+            if rd:
+                for p in [p for p, r in rd.items() if lo <= r[2] and r[3] <= hi]:
+                    del rd[p]
+
+    def _merge(self, c: int, p: int, idx: int, snap) -> None:
+        vcc = self.vc[c]
+        for q, v in enumerate(snap):
+            if v > vcc[q]:
+                vcc[q] = v
+        if vcc[p] < idx:
+            vcc[p] = idx
+        self.snaps[c] = None
+
+    def _edge(self, p: int, idx: int, snap, c: int) -> None:
+        """Order pipe c's next instruction after instruction ``idx`` of pipe p."""
+        unit_c = self.unit_of[c]
+        pend = self.pending[c].get(p)
+        if pend is not None and pend[3] >= self.run_start[unit_c]:
+            wp = self.waitpos[p]
+            k = bisect_right(wp, pend[2])
+            if k == len(wp) or wp[k] > idx:
+                # the previous wait of this run covers this dependency too: move its set later
+                lst = self.after[p][pend[2]]
+                lst.remove(pend[1])
+                if not lst:
+                    del self.after[p][pend[2]]
+                self.after[p].setdefault(idx, []).append(pend[1])
+                pend[2] = idx
+                self._merge(c, p, idx, snap)
+                return
+        unit_p = self.unit_of[p]
+        pair = self.pairs.get((p, c))
+        if pair is None:
+            pair = self.pairs[(p, c)] = Pair()
+        known = snap[c]
+        k = next((j for j, lw in enumerate(pair.last) if lw < 0 or known >= lw), None)
+        if k is None:
+            k = self._new_id(pair, p, c, unit_p, unit_c)
+        e = pair.ids[k]
+        if unit_p == unit_c:
+            set_ins = _flag(isa.SetFlag, self.pipe_of[p], self.pipe_of[c], e)
+            wait_ins = _flag(isa.WaitFlag, self.pipe_of[p], self.pipe_of[c], e)
+        else:
+            set_ins = _flag(isa.CrossSet, unit_c, e)
+            wait_ins = _flag(isa.CrossWait, unit_p, e)
+        self.after[p].setdefault(idx, []).append(set_ins)
+        w = len(self.streams[c])
+        self.streams[c].append(wait_ins)
+        if self.meta is not None:
+            self.meta[c].append((None, (), ()))
+        self.waitpos[c].append(w)
+        pair.last[k] = w
+        self.flag_pairs += 1
+        self._merge(c, p, idx, snap)
+        self.pending[c][p] = [w, set_ins, idx, self.seq]
+
+    def _new_id(self, pair: Pair, p: int, c: int, unit_p: str, unit_c: str) -> int:
+        if unit_p == unit_c:
+            if len(pair.ids) < self.events_limit:
+                pair.ids.append(len(pair.ids))
+                pair.last.append(-1)
+                return len(pair.ids) - 1
+            what = (f"{self.events_limit} event ids of the pipe pair {unit_p}.{self.pipe_of[p]} -> "
+                    f"{unit_c}.{self.pipe_of[c]} (facts 3.2: 8 per pair)")
+        else:
+            nxt = self.xpool.get((unit_p, unit_c), 0)
+            if nxt < self.cross_limit:
+                self.xpool[(unit_p, unit_c)] = nxt + 1
+                pair.ids.append(nxt)
+                pair.last.append(-1)
+                return len(pair.ids) - 1
+            what = (f"{self.cross_limit} cross-core flags {unit_p} -> {unit_c} (facts 3.2: 16 "
+                    f"per direction and AIV)")
+        fail(f"needs one more flag from {unit_p}.{self.pipe_of[p]} to {unit_c}.{self.pipe_of[c]} "
+             f"while all {what} are pending: fewer stages or buffer versions in flight would fit",
+             self.op.at)
+
+    # -- results --------------------------------------------------------------------------
+    def pipes(self) -> dict:
+        """(unit, pipe) -> instruction list, sets placed after their producers."""
+        out = {}
+        for i, stream in enumerate(self.streams):
+            if not stream:
+                continue
+            aft = self.after[i]
+            if not aft:
+                lst = list(stream)
+            else:
+                lst = []
+                for j, ins in enumerate(stream):
+                    lst.append(ins)
+                    extra = aft.get(j)
+                    if extra:
+                        lst.extend(extra)
+            out[(self.unit_of[i], self.pipe_of[i])] = lst
+        return out
+
+    def pipe_meta(self) -> dict:
+        """(unit, pipe) -> [(at, reads, writes)] aligned with ``pipes()`` (keep_meta only)."""
+        out = {}
+        none = (None, (), ())
+        for i, stream in enumerate(self.streams):
+            if not stream:
+                continue
+            aft = self.after[i]
+            meta = self.meta[i]
+            lst = []
+            for j in range(len(stream)):
+                lst.append(meta[j])
+                extra = aft.get(j)
+                if extra:
+                    lst.extend([none] * len(extra))
+            out[(self.unit_of[i], self.pipe_of[i])] = lst
+        return out
