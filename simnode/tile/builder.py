@@ -72,6 +72,7 @@ class Builder:
         self.cores: dict = {}                      #: core -> CoreEmitter
         self.phys: dict = {}                       #: (core, unit) -> [Phys] in allocation order
         self.loops: list = []                      #: pipelined loops being traced, innermost last
+        self.sink = None                           #: where ops go (update_sink)
         self.scope: tuple = ()                     #: AIV units the vector statements run on
         self.vf = None                             #: open fused vector function (simnode.tile.vector)
         self.alloc_seq = 0
@@ -254,10 +255,18 @@ class Builder:
         return (ph, lo, hi, ph.gen)
 
     def record(self, op) -> None:
-        if self.loops:
-            self.loops[-1].record(op)
-        else:
+        if self.sink is None:
             self.cores[op.core].emit(op)
+        else:
+            self.sink.record(op)
+
+    def update_sink(self) -> None:
+        """Ops go to the innermost loop that still orders stages, else straight to the core."""
+        self.sink = None
+        for loop in reversed(self.loops):
+            if not loop.direct:
+                self.sink = self.loops[-1]
+                break
 
     def sync_mode(self) -> str:
         return self.kernel.sync

@@ -85,11 +85,18 @@ class Loop:
         self.token = None
         self.recorded = 0
         self.step = 0
+        self.direct = False          #: no stages after the first iteration: ops pass straight on
         self.start_clock = b.alloc_clock
 
     def record(self, op) -> None:
         s = self.cur_stage
         op.stage = s
+        if self.direct:
+            if self.parent is not None:
+                self.parent.record(op)
+            else:
+                self.b.cores[op.core].emit(op)
+            return
         lst = self.cur.get(s)
         if lst is None:
             lst = self.cur[s] = []
@@ -98,15 +105,22 @@ class Loop:
         lst.append(op)
 
     def begin(self, i) -> None:
-        self.cur = self.iters[i] = {}
         self.cur_stage = 0
         self.token = (self.id, i)
+        if not self.direct:
+            self.cur = self.iters[i] = {}
 
     def end(self, i) -> None:
         self.recorded = i + 1
+        if self.direct:
+            self.step = i + 1
+            return
         if i == 0:
             self._promote(self.iters[0])
         self._issue(i)
+        if i == 0 and self.max_stage == 0:
+            self.direct = True       # a stage-free body: later iterations issue as traced
+            self.b.update_sink()
 
     def drain(self) -> None:
         for t in range(self.step, self.recorded + self.max_stage):
@@ -171,6 +185,7 @@ def Pipelined(n, num_stages=1):
 
 def _pipelined(b, loop: Loop):
     b.loops.append(loop)
+    b.update_sink()
     ok = False
     try:
         for i in range(loop.n):
@@ -181,6 +196,7 @@ def _pipelined(b, loop: Loop):
     finally:
         if b.loops and b.loops[-1] is loop:
             b.loops.pop()
+            b.update_sink()
         if ok:
             loop.drain()
 
@@ -223,6 +239,9 @@ def stage(s: int):
     if isinstance(s, bool) or not isinstance(s, int) or s < 0:
         fail(f"T.stage({s!r}): expected a non-negative integer", at)
     loop = b.loops[-1]
+    if loop.direct and s > 0:
+        fail(f"T.stage({s}) first used after the loop's first iteration: stages must appear in "
+             f"every iteration (from the first)", at)
     saved = loop.cur_stage
     loop.cur_stage = s
     try:

@@ -20,10 +20,13 @@ the lowering stages K steps through two halves of L0A and L0B (2 L0 stages, fact
 
 from __future__ import annotations
 
+import sys
+
 from simnode.kernels import isa
 from simnode.tile import dtypes
+from simnode.tile.builder import current as _builder
 from simnode.tile.regions import Region, resolve_point, whole
-from simnode.tile.site import caller, fail
+from simnode.tile.site import FRAMEWORK, caller, fail
 from simnode.tile.sync import TileOp
 
 PATHS = {("gm", "l1"): "gm_to_l1", ("l1", "l0a"): "l1_to_l0", ("l1", "l0b"): "l1_to_l0",
@@ -94,17 +97,35 @@ def _gm_use(r: Region, write: bool) -> None:
 def copy(src, dst, l2=None, transpose=False) -> None:
     """One copy; ``transpose`` costs as the plain copy (the MTE converts layouts on the path,
     facts 3.3). UB ends run on every AIV in scope, each on its own UB."""
-    from simnode.tile.builder import current
-    at = caller()
-    b = current()
-    blk = b.need_block("copy")
-    src, dst = _pair(b, src, dst, at)
-    path = _path(src, dst, at)
-    if src.elements != dst.elements:
-        fail(f"copy {src.describe()} ({src.elements} elements) -> {dst.describe()} "
-             f"({dst.elements} elements): sizes differ", at)
-    hint = _hint(l2, at)
-    label = _label(dst.obj.name, src.obj.name, at)
+    f = sys._getframe(1)
+    at = (f.f_code.co_filename, f.f_lineno) if f.f_code.co_filename not in FRAMEWORK else caller()
+    b = _builder()
+    blk = b.block
+    if blk is None:
+        b.need_block("copy")
+    if type(src) is not Region or type(dst) is not Region or src.extents is None or dst.extents is None:
+        src, dst = _pair(b, src, dst, at)
+    so, do = src.obj, dst.obj
+    path = PATHS.get((so.scope, do.scope))
+    if path is None or (so.dtype != do.dtype and not path.startswith("l0c")):
+        _path(src, dst, at)
+    if src.n != dst.n:
+        fail(f"copy {src.describe()} ({src.n} elements) -> {dst.describe()} "
+             f"({dst.n} elements): sizes differ", at)
+    hint = "normal" if l2 is None else _hint(l2, at)
+    label = _LABELS.get((do.name, so.name, at[1])) or _label(do.name, so.name, at)
+    if path == "gm_to_l1":
+        so.read = True
+        w = b.write_acc(do.phys["aic"], dst.lo, dst.hi, False)
+        ins = isa.Copy(path, dtypes.nbytes(src.n, so.dtype), (so.name, src.starts, src.extents), hint, label)
+        b.record(TileOp(blk.core, b.pipe_index[_MTE2], ins, (), (w,), at, 0, False, (("in", w[0]),)))
+        return
+    if path == "l1_to_l0":
+        r = b.read_acc(so.phys["aic"], src.lo, src.hi)
+        w = b.write_acc(do.phys["aic"], dst.lo, dst.hi, False)
+        ins = isa.Copy(path, dtypes.nbytes(src.n, so.dtype), None, "normal", label)
+        b.record(TileOp(blk.core, b.pipe_index[_MTE1], ins, (r,), (w,), at))
+        return
     if path in _AIV_PATHS:
         if path == "ub_to_l1" and b.kernel.vector:
             fail("UB -> L1 in a vector kernel: the AIC's L1 belongs to mixed kernels", at)
@@ -116,35 +137,25 @@ def copy(src, dst, l2=None, transpose=False) -> None:
             fail(f"copy from L0C to UB with {len(b.scope)} AIVs in scope: use T.dual_copy to split "
                  f"the rows between them, or narrow the scope with `for sid in T.Vector()`", at)
         m, n = _mn(src)
-        ins = isa.Fixpipe(m, n, dst.obj.dtype, "ub", None, "normal", label)
+        ins = isa.Fixpipe(m, n, do.dtype, "ub", None, "normal", label)
         _aic_op(b, blk, "fix", ins, src, [(dst, b.scope[0])], at)
         return
-    if path == "l0c_to_gm":
-        m, n = _mn(src)
-        _gm_use(dst, True)
-        ins = isa.Fixpipe(m, n, dst.obj.dtype, "gm", dst.key(), hint, label)
-        _aic_op(b, blk, "fix", ins, src, [], at)
-        return
-    pipe = "mte2" if path == "gm_to_l1" else "mte1"
-    if path == "gm_to_l1":
-        _gm_use(src, False)
-        ins = isa.Copy(path, src.nbytes, src.key(), hint, label)
-        _aic_op(b, blk, pipe, ins, None, [(dst, "aic")], at, dma=True)
-    else:
-        ins = isa.Copy(path, src.nbytes, None, "normal", label)
-        _aic_op(b, blk, pipe, ins, src, [(dst, "aic")], at)
+    m, n = _mn(src)                                   # l0c_to_gm
+    do.written = True
+    ins = isa.Fixpipe(m, n, do.dtype, "gm", dst.key(), hint, label)
+    _aic_op(b, blk, "fix", ins, src, [], at)
+
+
+_MTE2 = ("aic", "mte2")
+_MTE1 = ("aic", "mte1")
 
 
 def _acc_read(b, r: Region, unit: str):
-    ph = r.obj.phys[unit]
-    lo, hi = r.rows
-    return b.read_acc(ph, lo, hi)
+    return b.read_acc(r.obj.phys[unit], r.lo, r.hi)
 
 
 def _acc_write(b, r: Region, unit: str, accumulate=False):
-    ph = r.obj.phys[unit]
-    lo, hi = r.rows
-    return b.write_acc(ph, lo, hi, accumulate)
+    return b.write_acc(r.obj.phys[unit], r.lo, r.hi, accumulate)
 
 
 def _aic_op(b, blk, pipe, ins, src, dsts, at, dma=False, extra_reads=()):
@@ -156,20 +167,21 @@ def _aic_op(b, blk, pipe, ins, src, dsts, at, dma=False, extra_reads=()):
 
 
 def _aiv_copy(b, blk, u, path, src, dst, hint, label, at):
+    so, do = src.obj, dst.obj
     if path == "gm_to_ub":
-        _gm_use(src, False)
-        ins = isa.Copy(path, src.nbytes, src.key(), hint, label)
-        writes = (_acc_write(b, dst, u),)
-        op = TileOp(blk.core, b.pipe_index[(u, "mte2")], ins, (), writes, at, dma=(("in", writes[0][0]),))
+        so.read = True
+        ins = isa.Copy(path, dtypes.nbytes(src.n, so.dtype), (so.name, src.starts, src.extents), hint, label)
+        w = b.write_acc(do.phys[u], dst.lo, dst.hi, False)
+        op = TileOp(blk.core, b.pipe_index[(u, "mte2")], ins, (), (w,), at, 0, False, (("in", w[0]),))
     elif path == "ub_to_gm":
-        _gm_use(dst, True)
-        ins = isa.Copy(path, src.nbytes, dst.key(), hint, label)
-        reads = (_acc_read(b, src, u),)
-        op = TileOp(blk.core, b.pipe_index[(u, "mte3")], ins, reads, (), at, dma=(("out", reads[0][0]),))
+        do.written = True
+        ins = isa.Copy(path, dtypes.nbytes(src.n, so.dtype), (do.name, dst.starts, dst.extents), hint, label)
+        r = b.read_acc(so.phys[u], src.lo, src.hi)
+        op = TileOp(blk.core, b.pipe_index[(u, "mte3")], ins, (r,), (), at, 0, False, (("out", r[0]),))
     else:
-        ins = isa.Copy(path, src.nbytes, None, "normal", label)
-        op = TileOp(blk.core, b.pipe_index[(u, "mte3")], ins, (_acc_read(b, src, u),),
-                    (_acc_write(b, dst, "aic"),), at)
+        ins = isa.Copy(path, dtypes.nbytes(src.n, so.dtype), None, "normal", label)
+        op = TileOp(blk.core, b.pipe_index[(u, "mte3")], ins, (b.read_acc(so.phys[u], src.lo, src.hi),),
+                    (b.write_acc(do.phys["aic"], dst.lo, dst.hi, False),), at)
     b.record(op)
 
 
@@ -253,13 +265,40 @@ def _mat(r: Region, what, at) -> tuple[int, int]:
 def gemm(a, b_, c, transpose_B=False, clear_accum=False, scales: MxScales | None = None) -> None:
     """C (+)= A x B on the cube (facts 1.2): ``a`` (m, k), ``b`` (k, n) or (n, k) with
     ``transpose_B``, ``c`` (m, n) fp32 in L0C; ``clear_accum`` overwrites C."""
-    from simnode.tile.builder import current
-    at = caller()
-    b = current()
-    blk = b.need_block("gemm")
+    f = sys._getframe(1)
+    at = (f.f_code.co_filename, f.f_lineno) if f.f_code.co_filename not in FRAMEWORK else caller()
+    b = _builder()
+    blk = b.block
+    if blk is None:
+        b.need_block("gemm")
     if b.kernel.vector:
         fail("gemm in a vector kernel: the cube belongs to mixed kernels (T.Kernel(n))", at)
     a, bb, c = whole(a), whole(b_), whole(c)
+    key = (a.extents, bb.extents, c.extents, a.obj.dtype, bb.obj.dtype, c.obj.scope, c.obj.dtype,
+           transpose_B)
+    dims = _GEMM_SHAPES.get(key)
+    if dims is None:
+        dims = _gemm_dims(b, a, bb, c, transpose_B, at)
+        _GEMM_SHAPES[key] = dims
+    m, n, k = dims
+    dt = a.obj.dtype
+    extra = (scales.acc,) if scales is not None else ()
+    sa, sb = a.obj.scope, bb.obj.scope
+    if sa == "l0a" and sb == "l0b":
+        _mmad(b, blk, m, n, k, dt, [b.read_acc(a.obj.phys["aic"], a.lo, a.hi),
+                                    b.read_acc(bb.obj.phys["aic"], bb.lo, bb.hi), *extra],
+              c, clear_accum, at)
+        return
+    if sa != "l1" or sb != "l1":
+        fail(f"gemm operands in {sa.upper()} and {sb.upper()}: expected L0A and "
+             f"L0B, or both in L1 (staged through L0 by the lowering)", at)
+    _gemm_from_l1(b, blk, a, bb, c, m, n, k, dt, clear_accum, extra, at)
+
+
+_GEMM_SHAPES: dict = {}
+
+
+def _gemm_dims(b, a, bb, c, transpose_B, at) -> tuple:
     m, k = _mat(a, "A", at)
     r0, r1 = _mat(bb, "B", at)
     kb, n = (r1, r0) if transpose_B else (r0, r1)
@@ -273,15 +312,7 @@ def gemm(a, b_, c, transpose_B=False, clear_accum=False, scales: MxScales | None
     if bb.obj.dtype != dt or dt not in b.chip.cube.macs_per_cycle:
         fail(f"gemm inputs {a.obj.dtype} x {bb.obj.dtype}: expected equal dtypes the cube takes "
              f"({', '.join(b.chip.cube.macs_per_cycle)})", at)
-    extra = (scales.acc,) if scales is not None else ()
-    if a.obj.scope == "l0a" and bb.obj.scope == "l0b":
-        _mmad(b, blk, m, n, k, dt, [_acc_read(b, a, "aic"), _acc_read(b, bb, "aic"), *extra],
-              c, clear_accum, at)
-        return
-    if a.obj.scope != "l1" or bb.obj.scope != "l1":
-        fail(f"gemm operands in {a.obj.scope.upper()} and {bb.obj.scope.upper()}: expected L0A and "
-             f"L0B, or both in L1 (staged through L0 by the lowering)", at)
-    _gemm_from_l1(b, blk, a, bb, c, m, n, k, dt, clear_accum, extra, at)
+    return (m, n, k)
 
 
 def _mmad(b, blk, m, n, k, dt, reads, c, clear, at) -> None:
@@ -289,13 +320,16 @@ def _mmad(b, blk, m, n, k, dt, reads, c, clear, at) -> None:
     ins = _MMADS.get(key)
     if ins is None:
         ins = _MMADS[key] = isa.Mmad(m, n, k, dt, f"mmad (line {at[1]})")
-    reads = list(reads)
+    ph = c.obj.phys["aic"]
     if not clear:
-        reads.append(_acc_read(b, c, "aic"))
-    w = _acc_write(b, c, "aic", accumulate=not clear)
-    b.record(TileOp(blk.core, b.pipe_index[("aic", "m")], ins, tuple(reads), (w,), at))
+        reads.append(b.read_acc(ph, c.lo, c.hi))
+    w = b.write_acc(ph, c.lo, c.hi, not clear)
+    b.record(TileOp(blk.core, b.pipe_index[_M], ins, tuple(reads), (w,), at))
     b.flops += 2.0 * m * n * k
     b.gemms.append((m, n, k, dt))
+
+
+_M = ("aic", "m")
 
 
 def _gemm_from_l1(b, blk, a, bb, c, m, n, k, dt, clear, extra, at) -> None:

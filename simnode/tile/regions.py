@@ -15,7 +15,6 @@ tell the two halves of a dual copy apart; other dimensions count as whole rows.
 
 from __future__ import annotations
 
-import math
 import numbers
 
 from simnode.tile import dtypes
@@ -27,7 +26,10 @@ SCOPE_UNIT = {"l1": "aic", "l0a": "aic", "l0b": "aic", "l0c": "aic", "ub": "aiv"
 
 
 def _prod(shape) -> int:
-    return math.prod(shape)
+    n = 1
+    for e in shape:
+        n *= e
+    return n
 
 
 class Tensor:
@@ -92,11 +94,16 @@ class Buffer:
 
 
 class Region:
-    """``obj[starts : starts + extents]``; ``extents`` None is a point (see module doc)."""
-    __slots__ = ("obj", "starts", "extents")
+    """``obj[starts : starts + extents]``; ``extents`` None is a point (see module doc).
+    ``lo``, ``hi`` are the row range on dimension 0 and ``n`` the element count."""
+    __slots__ = ("obj", "starts", "extents", "lo", "hi", "n")
 
     def __init__(self, obj, starts: tuple, extents: tuple | None):
         self.obj, self.starts, self.extents = obj, starts, extents
+        if extents is not None:
+            self.lo = starts[0]
+            self.hi = starts[0] + extents[0]
+            self.n = _prod(extents)
 
     @property
     def is_point(self) -> bool:
@@ -108,15 +115,15 @@ class Region:
 
     @property
     def elements(self) -> int:
-        return _prod(self.extents)
+        return self.n
 
     @property
     def nbytes(self) -> int:
-        return dtypes.nbytes(_prod(self.extents), self.obj.dtype)
+        return dtypes.nbytes(self.n, self.obj.dtype)
 
     @property
     def rows(self) -> tuple[int, int]:
-        return (self.starts[0], self.starts[0] + self.extents[0])
+        return (self.lo, self.hi)
 
     def key(self) -> tuple:
         """The L2 tile name of a GM region: tensor, start and extent."""
@@ -142,20 +149,22 @@ def whole(x) -> Region:
 
 
 def make_region(obj, idx) -> Region:
-    if not isinstance(idx, tuple):
+    if type(idx) is not tuple:
         idx = (idx,)
     shape = obj.shape
-    if len(idx) > len(shape):
-        fail(f"{obj.name} has {len(shape)} dimensions; indexed with {len(idx)}")
+    nd = len(shape)
+    if len(idx) > nd:
+        fail(f"{obj.name} has {nd} dimensions; indexed with {len(idx)}")
     starts, exts = [], []
-    all_int = len(idx) == len(shape)
+    all_int = len(idx) == nd
     for d, i in enumerate(idx):
         n = shape[d]
-        if isinstance(i, slice):
-            if i.step not in (None, 1):
+        if type(i) is slice:
+            a, b, step = i.start, i.stop, i.step
+            a = 0 if a is None else (a if type(a) is int else _int(a, obj, d))
+            b = n if b is None else (b if type(b) is int else _int(b, obj, d))
+            if step not in (None, 1):
                 fail(f"{obj.name}: slice steps are not supported (dimension {d})")
-            a = 0 if i.start is None else _int(i.start, obj, d)
-            b = n if i.stop is None else _int(i.stop, obj, d)
             if not 0 <= a < b <= n:
                 fail(f"{obj.name}[... {a}:{b} ...] on dimension {d} lies outside its shape "
                      f"{list(shape)}: a shape that does not tile")
@@ -163,12 +172,12 @@ def make_region(obj, idx) -> Region:
             exts.append(b - a)
             all_int = False
         else:
-            a = _int(i, obj, d)
+            a = i if type(i) is int else _int(i, obj, d)
             if not 0 <= a < n:
                 fail(f"{obj.name}: index {a} on dimension {d} lies outside its shape {list(shape)}")
             starts.append(a)
             exts.append(1)
-    for d in range(len(idx), len(shape)):
+    for d in range(len(idx), nd):
         starts.append(0)
         exts.append(shape[d])
     return Region(obj, tuple(starts), None if all_int else tuple(exts))

@@ -11,8 +11,10 @@ mode it inserts, as TileLang's Ascend backend does (facts moe-layer 4, 3.2):
   consumer: ``SetFlag``/``WaitFlag`` between pipes of one unit, ``CrossSet``/``CrossWait``
   between the AIC and an AIV;
 - vector clocks (per pipe: the last instruction of every other pipe known complete) skip a
-  wait that an earlier one already implies, and two consecutive statements of one pipe that
-  need consecutive work of another share one flag (the set moves to the later producer);
+  wait that an earlier one already implies; consecutive statements of one pipe that need
+  consecutive copies of another (the loads of one stage) share one flag, its set moved to
+  the later copy, as DeepGEMM sets one flag per stage; so do any two such statements when
+  the pipe pair has no event id left;
 - event ids are allocated within the hardware limits (facts 1.3/3.2: 8 per pipe pair, 16
   cross-core flags per direction and AIV): an id is reused once the producer knows the
   consumer has passed the wait of its previous use, so at most one set per id is pending;
@@ -43,12 +45,16 @@ class TileOp:
         self.at, self.stage, self.flag, self.dma = at, stage, flag, dma
 
 
+#: disjoint row ranges remembered per reading pipe and slot (older ones fold together)
+MAX_READ_RANGES = 8
+
+
 class Slot:
     __slots__ = ("writers", "readers")
 
     def __init__(self):
         self.writers = []        #: [pipe, index, snapshot, lo, hi]
-        self.readers = {}        #: pipe -> [index, snapshot, lo, hi]
+        self.readers = {}        #: pipe -> [[index, snapshot, lo, hi], ...] on disjoint rows
 
 
 class PhysState:
@@ -63,10 +69,11 @@ class PhysState:
 
 
 class Pair:
-    __slots__ = ("ids", "last")
+    __slots__ = ("ids", "last", "sets", "waits")
 
     def __init__(self):
         self.ids, self.last = [], []
+        self.sets, self.waits = [], []     #: the set / wait records of each id
 
 
 _MEMO: dict = {}
@@ -100,8 +107,10 @@ class CoreEmitter:
         self.pending = [{} for _ in range(n)]
         self.pairs: dict = {}
         self.xpool: dict = {}
-        self.run_pipe: dict = {}
-        self.run_start: dict = {}
+        units = list(dict.fromkeys(self.unit_of))
+        self.unit_index = [units.index(u) for u in self.unit_of]
+        self.run_pipe = [-1] * len(units)
+        self.run_start = [0] * len(units)
         self.seq = 0
         self.flag_pairs = 0
         self.events_limit = builder.chip.sync.pipe_events_per_pair
@@ -121,7 +130,9 @@ class CoreEmitter:
         return st
 
     def _write_slot(self, ph, gen) -> Slot:
-        st = self._state(ph)
+        st = ph.state
+        if st is None or len(st.slots) < ph.versions:
+            st = self._state(ph)
         s = st.slot_of_gen.get(gen)
         if s is None:
             s = st.next % ph.versions
@@ -159,42 +170,70 @@ class CoreEmitter:
         self.op = op
         c = op.pidx
         self.seq += 1
-        u = self.unit_of[c]
-        if self.run_pipe.get(u) != c:
-            self.run_pipe[u] = c
-            self.run_start[u] = self.seq
+        ui = self.unit_index[c]
+        if self.run_pipe[ui] != c:
+            self.run_pipe[ui] = c
+            self.run_start[ui] = self.seq
         stream = self.streams[c]
         if op.flag:
             if self.meta is not None:
                 self.meta[c].append((op.at, (), ()))
             stream.append(op.instr)
             return
-        reads = [(self._read_slot(ph, gen), lo, hi, ph) for ph, lo, hi, gen in op.reads]
-        writes = [(self._write_slot(ph, gen), lo, hi, ph) for ph, lo, hi, gen in op.writes]
-        if not self.manual:
-            deps = {}
-            for s, lo, hi, _ in reads:
+        auto = not self.manual
+        deps = None
+        reads = []
+        for ph, lo, hi, gen in op.reads:
+            st = ph.state
+            if st is None or len(st.slots) < ph.versions:
+                st = self._state(ph)
+            if gen == 0:
+                s = st.slots[0]
+            else:
+                sl = st.slot_of_gen.get(gen)
+                if sl is None:
+                    self._read_slot(ph, gen)
+                s = st.slots[sl]
+            reads.append((s, lo, hi, ph))
+            if auto:
                 for w in s.writers:
                     if w[0] != c and w[3] < hi and lo < w[4]:
-                        d = deps.get(w[0])
-                        if d is None or d[0] < w[1]:
-                            deps[w[0]] = (w[1], w[2])
-            for s, lo, hi, _ in writes:
+                        if deps is None:
+                            deps = {w[0]: (w[1], w[2])}
+                        else:
+                            d = deps.get(w[0])
+                            if d is None or d[0] < w[1]:
+                                deps[w[0]] = (w[1], w[2])
+        writes = []
+        for ph, lo, hi, gen in op.writes:
+            s = self._write_slot(ph, gen)
+            writes.append((s, lo, hi, ph))
+            if auto:
                 for w in s.writers:
                     if w[0] != c and w[3] < hi and lo < w[4]:
-                        d = deps.get(w[0])
-                        if d is None or d[0] < w[1]:
-                            deps[w[0]] = (w[1], w[2])
-                for p, r in s.readers.items():
-                    if p != c and r[2] < hi and lo < r[3]:
-                        d = deps.get(p)
-                        if d is None or d[0] < r[0]:
-                            deps[p] = (r[0], r[1])
-            if deps:
-                vcc = self.vc[c]
-                for p, (idx, snap) in deps.items():
-                    if vcc[p] < idx:
-                        self._edge(p, idx, snap, c)
+                        if deps is None:
+                            deps = {w[0]: (w[1], w[2])}
+                        else:
+                            d = deps.get(w[0])
+                            if d is None or d[0] < w[1]:
+                                deps[w[0]] = (w[1], w[2])
+                if s.readers:
+                    for p, rs in s.readers.items():
+                        if p != c:
+                            for r in rs:
+                                if r[2] < hi and lo < r[3]:
+                                    if deps is None:
+                                        deps = {p: (r[0], r[1])}
+                                    else:
+                                        d = deps.get(p)
+                                        if d is None or d[0] < r[0]:
+                                            deps[p] = (r[0], r[1])
+        if deps is not None:
+            vcc = self.vc[c]
+            for p, (idx, snap) in deps.items():
+                if vcc[p] < idx:
+                    self._edge(p, idx, snap, c)
+                    vcc = self.vc[c]
         i = len(stream)
         stream.append(op.instr)
         if self.meta is not None:
@@ -204,30 +243,42 @@ class CoreEmitter:
         if snap is None:
             snap = self.snaps[c] = tuple(self.vc[c])
         for s, lo, hi, _ in reads:
-            r = s.readers.get(c)
-            if r is None:
-                s.readers[c] = [i, snap, lo, hi]
+            rs = s.readers.get(c)
+            if rs is None:
+                s.readers[c] = [[i, snap, lo, hi]]
+            elif len(rs) == 1 and lo <= rs[0][2] and rs[0][3] <= hi:
+                rs[0] = [i, snap, lo, hi]
             else:
-                r[0], r[1] = i, snap
-                if lo < r[2]:
-                    r[2] = lo
-                if hi > r[3]:
-                    r[3] = hi
+                rs = [r for r in rs if not (lo <= r[2] and r[3] <= hi)]
+                rs.append([i, snap, lo, hi])
+                if len(rs) > MAX_READ_RANGES:    # keep the record small: fold the oldest two
+                    a, b2 = rs[0], rs[1]
+                    rs[:2] = [[b2[0], b2[1], min(a[2], b2[2]), max(a[3], b2[3])]]
+                s.readers[c] = rs
         for s, lo, hi, _ in writes:
             ws = s.writers
-            if ws:
-                s.writers = ws = [w for w in ws if not (lo <= w[3] and w[4] <= hi)]
-            ws.append([c, i, snap, lo, hi])
+            if len(ws) == 1:
+                w = ws[0]
+                if lo <= w[3] and w[4] <= hi:
+                    s.writers = [[c, i, snap, lo, hi]]
+                else:
+                    ws.append([c, i, snap, lo, hi])
+            elif ws:
+                s.writers = [w for w in ws if not (lo <= w[3] and w[4] <= hi)]
+                s.writers.append([c, i, snap, lo, hi])
+            else:
+                ws.append([c, i, snap, lo, hi])
             rd = s.readers
             if rd:
-                for p in [p for p, r in rd.items() if lo <= r[2] and r[3] <= hi]:
-                    del rd[p]
+                for p in list(rd):
+                    rs = [r for r in rd[p] if not (lo <= r[2] and r[3] <= hi)]
+                    if rs:
+                        rd[p] = rs
+                    else:
+                        del rd[p]
 
     def _merge(self, c: int, p: int, idx: int, snap) -> None:
-        vcc = self.vc[c]
-        for q, v in enumerate(snap):
-            if v > vcc[q]:
-                vcc[q] = v
+        vcc = self.vc[c] = list(map(max, self.vc[c], snap))
         if vcc[p] < idx:
             vcc[p] = idx
         self.snaps[c] = None
@@ -236,34 +287,33 @@ class CoreEmitter:
         """Order pipe c's next instruction after instruction ``idx`` of pipe p."""
         unit_c = self.unit_of[c]
         pend = self.pending[c].get(p)
-        if pend is not None and pend[3] >= self.run_start[unit_c]:
+        movable = False
+        if pend is not None and pend[3] >= self.run_start[self.unit_index[c]]:
             wp = self.waitpos[p]
             k = bisect_right(wp, pend[2])
-            if k == len(wp) or wp[k] > idx:
-                # the previous wait of this run covers this dependency too: move its set later
-                lst = self.after[p][pend[2]]
-                lst.remove(pend[1])
-                if not lst:
-                    del self.after[p][pend[2]]
-                self.after[p].setdefault(idx, []).append(pend[1])
-                pend[2] = idx
-                self._merge(c, p, idx, snap)
-                return
+            movable = k == len(wp) or wp[k] > idx
+        stream_p = self.streams[p]
+        if movable and type(stream_p[idx]) is isa.Copy and type(stream_p[pend[2]]) is isa.Copy:
+            # copies of one burst complete close together: the previous wait of this run
+            # covers this dependency too (one flag per stage, as DeepGEMM's), its set moves
+            self._move(pend, p, c, idx, snap)
+            return
         unit_p = self.unit_of[p]
         pair = self.pairs.get((p, c))
         if pair is None:
             pair = self.pairs[(p, c)] = Pair()
         known = snap[c]
-        k = next((j for j, lw in enumerate(pair.last) if lw < 0 or known >= lw), None)
+        k = None
+        for j, lw in enumerate(pair.last):
+            if lw < 0 or known >= lw:
+                k = j
+                break
         if k is None:
+            if movable and not self._id_left(pair, unit_p, unit_c):
+                self._move(pend, p, c, idx, snap)     # no id left: share the previous flag
+                return
             k = self._new_id(pair, p, c, unit_p, unit_c)
-        e = pair.ids[k]
-        if unit_p == unit_c:
-            set_ins = _flag(isa.SetFlag, self.pipe_of[p], self.pipe_of[c], e)
-            wait_ins = _flag(isa.WaitFlag, self.pipe_of[p], self.pipe_of[c], e)
-        else:
-            set_ins = _flag(isa.CrossSet, unit_c, e)
-            wait_ins = _flag(isa.CrossWait, unit_p, e)
+        set_ins, wait_ins = pair.sets[k], pair.waits[k]
         self.after[p].setdefault(idx, []).append(set_ins)
         w = len(self.streams[c])
         self.streams[c].append(wait_ins)
@@ -275,12 +325,29 @@ class CoreEmitter:
         self._merge(c, p, idx, snap)
         self.pending[c][p] = [w, set_ins, idx, self.seq]
 
+    def _move(self, pend, p, c, idx, snap) -> None:
+        lst = self.after[p][pend[2]]
+        lst.remove(pend[1])
+        if not lst:
+            del self.after[p][pend[2]]
+        self.after[p].setdefault(idx, []).append(pend[1])
+        pend[2] = idx
+        self._merge(c, p, idx, snap)
+
+    def _id_left(self, pair: Pair, unit_p: str, unit_c: str) -> bool:
+        if unit_p == unit_c:
+            return len(pair.ids) < self.events_limit
+        return self.xpool.get((unit_p, unit_c), 0) < self.cross_limit
+
     def _new_id(self, pair: Pair, p: int, c: int, unit_p: str, unit_c: str) -> int:
         if unit_p == unit_c:
             if len(pair.ids) < self.events_limit:
-                pair.ids.append(len(pair.ids))
+                e = len(pair.ids)
+                pair.ids.append(e)
                 pair.last.append(-1)
-                return len(pair.ids) - 1
+                pair.sets.append(_flag(isa.SetFlag, self.pipe_of[p], self.pipe_of[c], e))
+                pair.waits.append(_flag(isa.WaitFlag, self.pipe_of[p], self.pipe_of[c], e))
+                return e
             what = (f"{self.events_limit} event ids of the pipe pair {unit_p}.{self.pipe_of[p]} -> "
                     f"{unit_c}.{self.pipe_of[c]} (facts 3.2: 8 per pair)")
         else:
@@ -289,6 +356,8 @@ class CoreEmitter:
                 self.xpool[(unit_p, unit_c)] = nxt + 1
                 pair.ids.append(nxt)
                 pair.last.append(-1)
+                pair.sets.append(_flag(isa.CrossSet, unit_c, nxt))
+                pair.waits.append(_flag(isa.CrossWait, unit_p, nxt))
                 return len(pair.ids) - 1
             what = (f"{self.cross_limit} cross-core flags {unit_p} -> {unit_c} (facts 3.2: 16 "
                     f"per direction and AIV)")

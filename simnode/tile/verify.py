@@ -38,7 +38,7 @@ def _check_core(core: int, pipes: dict, metas: dict) -> None:
     vc = [[-1] * n for _ in range(n)]
     queues: dict = {}
     xsetter: dict = {}
-    slots: dict = {}                 #: slot id -> [writers [(pipe, idx, at, lo, hi)], readers {pipe: (idx, at, lo, hi)}]
+    slots: dict = {}                 #: slot id -> [writers [(pipe, idx, at, lo, hi)], readers {pipe: [(idx, at, lo, hi)]}]
     names = [f"{u}.{p}" for u, p in keys]
     changed = True
     while changed:
@@ -105,17 +105,23 @@ def _access(i, idx, at, reads, writes, vc, slots, names, core) -> None:
         for w in st[0]:
             if w[0] != i and w[3] < hi and lo < w[4] and vc[w[0]] < w[1]:
                 _race(core, "overwrites", name, at, names[i], w, names)
-        for p, r in st[1].items():
-            if p != i and r[2] < hi and lo < r[3] and vc[p] < r[0]:
-                _race(core, "overwrites", name, at, names[i], (p, r[0], r[1]), names, reader=True)
+        for p, rs in st[1].items():
+            for r in rs:
+                if p != i and r[2] < hi and lo < r[3] and vc[p] < r[0]:
+                    _race(core, "overwrites", name, at, names[i], (p, r[0], r[1]), names, reader=True)
     for sid, lo, hi, _ in reads:
-        r = slots[sid][1].get(i)
-        slots[sid][1][i] = (idx, at, min(lo, r[2]) if r else lo, max(hi, r[3]) if r else hi)
+        rs = [r for r in slots[sid][1].get(i, ()) if not (lo <= r[2] and r[3] <= hi)]
+        rs.append((idx, at, lo, hi))
+        slots[sid][1][i] = rs
     for sid, lo, hi, _ in writes:
         st = slots[sid]
         st[0] = [w for w in st[0] if not (lo <= w[3] and w[4] <= hi)] + [(i, idx, at, lo, hi)]
-        for p in [p for p, r in st[1].items() if lo <= r[2] and r[3] <= hi]:
-            del st[1][p]
+        for p in list(st[1]):
+            rs = [r for r in st[1][p] if not (lo <= r[2] and r[3] <= hi)]
+            if rs:
+                st[1][p] = rs
+            else:
+                del st[1][p]
 
 
 def _race(core, verb, name, at, pipe_name, other, names, reader=False) -> None:
