@@ -135,10 +135,22 @@ def build(spec: ProgramSpec, chip, params: dict, keep_meta: bool = False):
     """Run the program for ``params`` on ``chip``; returns the finished ``Builder``."""
     from simnode.tile.builder import Builder
     from simnode.tile.site import fail
+    args = {}
+    for prm in spec.params:
+        if prm.name in params:
+            args[prm.name] = params[prm.name]
+        elif prm.default is _REQUIRED:
+            raise ConfigError(str(spec.path), prm.name, "<missing>", "a value for this parameter")
+        else:
+            args[prm.name] = prm.default
+    unknown = sorted(set(params) - set(args))
+    if unknown:
+        raise ConfigError(str(spec.path), unknown[0], params[unknown[0]],
+                          f"one of the program's parameters ({', '.join(args) or 'none'})")
     b = Builder(chip, keep_meta)
     with b:
         try:
-            spec.fn(**params)
+            spec.fn(**args)
         except SimnodeError:
             raise
         except Exception as exc:
