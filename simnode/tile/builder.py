@@ -125,6 +125,8 @@ class Builder:
     def alloc(self, scope: str, shape, dtype: str, name=None, versions=None) -> Buffer:
         at = caller()
         b = self.need_block("allocate a buffer")
+        if scope == "reg":
+            return self._reg(shape, dtype, name, at)
         dt = self.dtype(dtype)
         shape = self.shape(shape, f"{scope.upper()} buffer")
         name = name or _assigned_name(at) or f"{scope}@{at[1]}"
@@ -151,6 +153,12 @@ class Builder:
             for ph in phys.values():
                 self.check_capacity(b.core, ph.unit, ph.scope, at)
         return buf
+
+    def _reg(self, shape, dtype, name, at) -> Buffer:
+        """A vector-register tile: it lives inside vector functions (TileLang's ``S.alloc_var``
+        registers), so it takes no UB, moves no UB bytes and needs no flags."""
+        return Buffer(name or _assigned_name(at) or f"reg@{at[1]}", "reg",
+                      self.shape(shape, "register tile"), self.dtype(dtype), {}, at)
 
     def _phys_for(self, b: BlockState, unit, name, scope, size, at, implicit=False) -> Phys:
         lst = self.phys.setdefault((b.core, unit), [])

@@ -9,7 +9,8 @@ Grid and loops (``simnode.tile.loops``): ``T.Kernel``, ``T.Vector``, ``T.Pipelin
 ``T.Persistent``, ``T.stage``.
 
 Buffers: ``T.alloc_l1``, ``T.alloc_l0a``, ``T.alloc_l0b``, ``T.alloc_l0c``, ``T.alloc_ub``
-(``T.alloc_shared`` is UB, as in TileLang's Ascend kernels), ``T.alloc(scope, ...)``,
+(``T.alloc_shared`` is UB, as in TileLang's Ascend kernels), ``T.alloc_reg`` (a register
+tile inside vector functions), ``T.alloc(scope, ...)``,
 ``T.annotate_buffer_versions``.
 
 Data movement and compute (``simnode.tile.ops``, ``simnode.tile.vector``): ``T.copy``,
@@ -100,6 +101,11 @@ def alloc_ub(shape, dtype, name=None, versions=None):
 
 
 alloc_shared = alloc_ub
+
+
+def alloc_reg(shape, dtype, name=None):
+    """A register tile for values inside a vector function (no UB, no UB traffic)."""
+    return _current().alloc("reg", shape, dtype, name)
 
 
 def annotate_buffer_versions(versions: dict) -> None:

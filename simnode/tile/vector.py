@@ -52,6 +52,8 @@ class VF:
 
     def touch(self, r: Region, write: bool) -> None:
         buf = r.obj
+        if buf.scope == "reg":
+            return                   # registers: no UB traffic, no flags
         first = self.order.setdefault(buf, "w" if write else "r")
         lo, hi = r.rows
         nb = r.nbytes
@@ -71,9 +73,9 @@ def _ub(x, what, at) -> Region | None:
     r = whole(x)
     if r.is_point:
         fail(f"vector {what} {r.describe()}: a point; give the tile (slice) the op covers", at)
-    if r.obj.scope != "ub":
+    if r.obj.scope not in ("ub", "reg"):
         fail(f"vector {what} {r.describe()} is in {r.obj.scope.upper()}: vector ops read and write "
-             f"UB tiles", at)
+             f"UB tiles (or register tiles, T.alloc_reg)", at)
     return r
 
 
@@ -159,7 +161,8 @@ def _issue(cls, ops, dsts, srcs, label, at, decode=0) -> None:
     vf.ops[cls] += ops
     vf.decode += decode
     if own:
-        _close(b, vf, sum_bytes=sum(r.nbytes for r in srcs) + sum(r.nbytes for r in dsts))
+        _close(b, vf, sum_bytes=sum(r.nbytes for r in srcs if r.obj.scope != "reg")
+               + sum(r.nbytes for r in dsts if r.obj.scope != "reg"))
 
 
 _VECOPS: dict = {}
@@ -167,7 +170,7 @@ _VECOPS: dict = {}
 
 def _close(b, vf: VF, sum_bytes=None) -> None:
     """Issue one VecOp per AIV in scope for a finished vector function."""
-    if not vf.reads and not vf.writes:
+    if not any(vf.ops.values()) and not vf.decode:
         return
     rates = b.chip.vector.ops_per_cycle
     used = [c for c, v in vf.ops.items() if v]
