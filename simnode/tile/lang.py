@@ -14,7 +14,7 @@ tile inside vector functions), ``T.alloc(scope, ...)``,
 ``T.annotate_buffer_versions``.
 
 Data movement and compute (``simnode.tile.ops``, ``simnode.tile.vector``): ``T.copy``,
-``T.dual_copy``, ``T.gemm``, ``T.load_mx_scales``; vector ops on UB tiles ``T.fill``,
+``T.dual_copy``, ``T.gemm``, ``T.load_mx_scales``; vector ops on UB tiles ``T.fill``, ``T.mov``,
 ``T.add``, ``T.sub``, ``T.mul``, ``T.div``, ``T.max``, ``T.min``, ``T.abs``, ``T.exp``,
 ``T.log``, ``T.sqrt``, ``T.rsqrt``, ``T.fma``, ``T.select``, ``T.compare``, ``T.cast``,
 ``T.reduce_sum``, ``T.reduce_max``, ``T.reduce_min``, ``T.reduce_absmax``, ``T.vf``
@@ -122,6 +122,11 @@ def annotate_buffer_versions(versions: dict) -> None:
 
 def fill(dst, value=0.0):
     _vec.op("fill", dst)
+
+
+def mov(dst, src):
+    """dst = src on UB / register tiles (a vector move, not a DMA copy)."""
+    _vec.op("mov", dst, src)
 
 
 def add(dst, a, b):

@@ -22,7 +22,6 @@ Program order within a pipe is kept; the overlap between pipes is the engine's.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 from simnode.tile.builder import KernelState, current
@@ -229,22 +228,27 @@ def _persistent(it, tiles, dims, multi):
         yield tuple(reversed(idx))
 
 
-@contextlib.contextmanager
-def stage(s: int):
+class stage:
     """``with T.stage(s):`` inside a pipelined loop (see the module docstring)."""
-    b = current()
-    at = caller()
-    if not b.loops:
-        fail("T.stage() outside a T.Pipelined / T.Persistent loop", at)
-    if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-        fail(f"T.stage({s!r}): expected a non-negative integer", at)
-    loop = b.loops[-1]
-    if loop.direct and s > 0:
-        fail(f"T.stage({s}) first used after the loop's first iteration: stages must appear in "
-             f"every iteration (from the first)", at)
-    saved = loop.cur_stage
-    loop.cur_stage = s
-    try:
-        yield
-    finally:
-        loop.cur_stage = saved
+    __slots__ = ("s", "loop", "saved")
+
+    def __init__(self, s: int):
+        b = current()
+        if not b.loops:
+            fail("T.stage() outside a T.Pipelined / T.Persistent loop")
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            fail(f"T.stage({s!r}): expected a non-negative integer")
+        loop = b.loops[-1]
+        if loop.direct and s > 0:
+            fail(f"T.stage({s}) first used after the loop's first iteration: stages must appear in "
+                 f"every iteration (from the first)")
+        self.s, self.loop = s, loop
+
+    def __enter__(self):
+        self.saved = self.loop.cur_stage
+        self.loop.cur_stage = self.s
+        return self
+
+    def __exit__(self, *exc):
+        self.loop.cur_stage = self.saved
+        return False

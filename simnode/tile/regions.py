@@ -75,12 +75,19 @@ class Phys:
 
 class Buffer:
     """An on-chip allocation of one block: scope, shape, dtype, and its ``Phys`` per unit."""
-    __slots__ = ("name", "scope", "shape", "dtype", "phys", "at")
+    __slots__ = ("name", "scope", "shape", "dtype", "phys", "at", "_whole")
 
     def __init__(self, name, scope, shape, dtype, phys: dict, at):
         self.name, self.scope, self.shape, self.dtype = name, scope, shape, dtype
         self.phys = phys             #: unit -> Phys
         self.at = at
+        self._whole = None
+
+    def whole(self) -> "Region":
+        r = self._whole
+        if r is None:
+            r = self._whole = Region(self, (0,) * len(self.shape), self.shape)
+        return r
 
     @property
     def nbytes(self) -> int:
@@ -143,6 +150,8 @@ def whole(x) -> Region:
     """A buffer, tensor or region as a region (a bare buffer is all of it)."""
     if type(x) is Region:
         return x
+    if type(x) is Buffer:
+        return x.whole()
     if isinstance(x, (Buffer, Tensor)):
         return Region(x, (0,) * len(x.shape), tuple(x.shape))
     fail(f"expected a buffer, tensor or a slice of one, got {x!r}")

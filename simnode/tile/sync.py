@@ -22,7 +22,8 @@ mode it inserts, as TileLang's Ascend backend does (facts moe-layer 4, 3.2):
   can only meet the sets meant for it. When every id is in use the op's line is named.
 
 In manual mode ops and the author's flags are appended as written; ``simnode.tile.verify``
-checks them. Slots: a write of a new generation takes the buffer's next version (round
+checks them. Buffers the lowering adds itself (a gemm from L1 staging through L0) are still
+synchronized here: the author cannot name them. Slots: a write of a new generation takes the buffer's next version (round
 robin); a read finds the slot of the generation it expects, or the program reads data that
 a reordered stage overwrote (or has not written yet), which is named with both lines.
 """
@@ -180,7 +181,7 @@ class CoreEmitter:
                 self.meta[c].append((op.at, (), ()))
             stream.append(op.instr)
             return
-        auto = not self.manual
+        manual = self.manual
         deps = None
         reads = []
         for ph, lo, hi, gen in op.reads:
@@ -195,7 +196,7 @@ class CoreEmitter:
                     self._read_slot(ph, gen)
                 s = st.slots[sl]
             reads.append((s, lo, hi, ph))
-            if auto:
+            if not manual or ph.implicit:
                 for w in s.writers:
                     if w[0] != c and w[3] < hi and lo < w[4]:
                         if deps is None:
@@ -208,7 +209,7 @@ class CoreEmitter:
         for ph, lo, hi, gen in op.writes:
             s = self._write_slot(ph, gen)
             writes.append((s, lo, hi, ph))
-            if auto:
+            if not manual or ph.implicit:
                 for w in s.writers:
                     if w[0] != c and w[3] < hi and lo < w[4]:
                         if deps is None:

@@ -5,7 +5,8 @@ holds 64 fp32, 128 bf16/fp16 or 256 8-bit values and one instruction processes o
 so an op on n elements of a w-bit type costs n * w / 32 element-ops, whatever the type
 (facts 1.2, S8: ~51 fp32 ops/cycle for simple ops, 13 for div, 8 for special functions):
 
-- simple: add, sub, mul, max, min, abs, neg, fill, select, compare, fma, row reductions;
+- simple: add, sub, mul, max, min, abs, neg, fill, mov, select, compare, fma, row
+  reductions;
 - div: div;
 - special: exp (``exp(x - m)`` is one fused special op, as Ascend's ``vexpdif``), log,
   sqrt, rsqrt, tanh;
@@ -25,13 +26,13 @@ from __future__ import annotations
 
 from simnode.kernels import isa
 from simnode.tile import dtypes
-from simnode.tile.regions import Region, whole
+from simnode.tile.regions import Buffer, Region, whole
 from simnode.tile.site import caller, fail
 from simnode.tile.sync import TileOp
 
 CLASSES = {"add": "simple", "sub": "simple", "mul": "simple", "max": "simple", "min": "simple",
            "abs": "simple", "neg": "simple", "fill": "simple", "select": "simple",
-           "compare": "simple", "fma": "simple", "reduce": "simple", "copy": "simple",
+           "compare": "simple", "fma": "simple", "reduce": "simple", "mov": "simple",
            "div": "div", "exp": "special", "log": "special", "sqrt": "special",
            "rsqrt": "special", "tanh": "special"}
 
@@ -68,14 +69,23 @@ class VF:
 
 
 def _ub(x, what, at) -> Region | None:
-    if isinstance(x, (int, float)) and not isinstance(x, bool):
+    t = type(x)
+    if t is Region:
+        r = x
+    elif t is Buffer:
+        r = x.whole()
+    elif t in (int, float):
         return None
-    r = whole(x)
-    if r.is_point:
-        fail(f"vector {what} {r.describe()}: a point; give the tile (slice) the op covers", at)
-    if r.obj.scope not in ("ub", "reg"):
-        fail(f"vector {what} {r.describe()} is in {r.obj.scope.upper()}: vector ops read and write "
+    else:
+        r = whole(x)
+    sc = r.obj.scope
+    if sc != "ub" and sc != "reg":
+        if r.is_point:
+            fail(f"vector {what} {r.describe()}: a point; give the tile (slice) the op covers", at)
+        fail(f"vector {what} {r.describe()} is in {sc.upper()}: vector ops read and write "
              f"UB tiles (or register tiles, T.alloc_reg)", at)
+    if r.extents is None:
+        fail(f"vector {what} {r.describe()}: a point; give the tile (slice) the op covers", at)
     return r
 
 

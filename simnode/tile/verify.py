@@ -139,22 +139,26 @@ def _deadlock(core, keys, pipes, metas, pc, stuck, names) -> None:
             ins = pipes[k][j]
             if type(ins) in (isa.SetFlag, isa.CrossSet):
                 remaining.setdefault(_key(unit, ins), (i, j))
-    parts = []
-    first_at = None
+    never, cycle = [], []
     for i in stuck:
         k = keys[i]
         ins = pipes[k][pc[i]]
         at = metas[k][pc[i]][0]
-        first_at = first_at or at
         key = _key(k[0], ins)
         flag = (f"flag {ins.src}->{ins.dst} event {ins.event}" if type(ins) is isa.WaitFlag
                 else f"cross-core flag {key[3]} ({key[1]} -> {key[2]})")
         setter = remaining.get(key)
         if setter is None:
-            why = "a flag never set (no pipe sets it again)"
+            never.append((at, f"{names[i]} waits at {fmt(at)} for {flag}, a flag never set (no "
+                              f"pipe sets it again)"))
         else:
             si, sj = setter
-            why = (f"its set ({fmt(metas[keys[si]][sj][0])}) waits behind {names[si]}'s own "
-                   f"blocked wait")
-        parts.append(f"{names[i]} waits at {fmt(at)} for {flag}: {why}")
-    fail(f"deadlock on core {core}: " + "; ".join(parts), first_at)
+            cycle.append((at, f"{names[i]} waits at {fmt(at)} for {flag}, whose set "
+                              f"({fmt(metas[keys[si]][sj][0])}) lies behind {names[si]}'s own "
+                              f"blocked wait"))
+    # the waits on flags nobody sets are the cause; without them, the stuck pipes form a cycle
+    parts = never or cycle
+    shown = parts[:3]
+    more = len(stuck) - len(shown)
+    text = "; ".join(p for _, p in shown) + (f" ({more} more pipes stuck behind them)" if more else "")
+    fail(f"deadlock on core {core}: {text}", shown[0][0])
