@@ -161,7 +161,7 @@ class Loop:
                     if id(ph) in seen or ph.explicit or ph.implicit or id(ph) not in written:
                         continue
                     seen.add(id(ph))
-                    if ph.clock >= self.start_clock:
+                    if ph.clock > self.start_clock:
                         continue            # allocated inside the loop: one per iteration anyway
                     if ph.versions < self.num_stages:
                         ph.versions = self.num_stages

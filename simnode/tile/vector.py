@@ -93,22 +93,39 @@ def _width(regions) -> float:
     return max(dtypes.bits(r.obj.dtype) for r in regions) / 32.0
 
 
+_BITS = dtypes.BITS
+
+
 def op(name: str, dst, *srcs, elements=None, label=None) -> None:
     """One vector op of class ``CLASSES[name]`` writing ``dst`` from ``srcs`` (regions or
     scalars); ``elements`` overrides the count (reductions count what they read)."""
-    at = caller()
-    d = _ub(dst, "destination", at)
-    ins = [r for r in (_ub(s, "operand", at) for s in srcs) if r is not None]
-    for r in ins:
-        if d.elements % r.elements and r.elements % d.elements:
-            fail(f"vector {name}: operand {r.describe()} ({r.elements} elements) does not broadcast "
-                 f"to {d.describe()} ({d.elements})", at)
-    n = elements if elements is not None else max([d.elements] + [r.elements for r in ins])
-    _issue(CLASSES[name], n * _width([d] + ins), [d], ins, label or name, at)
+    d = _ub(dst, "destination", None)
+    n = d.n
+    bits = _BITS[d.obj.dtype]
+    ins = []
+    for x in srcs:
+        t = type(x)
+        if t is int or t is float:
+            continue
+        r = _ub(x, "operand", None)
+        rn = r.n
+        if rn != n:
+            if n % rn and rn % n:
+                fail(f"vector {name}: operand {r.describe()} ({rn} elements) does not broadcast "
+                     f"to {d.describe()} ({d.n})")
+            if rn > n:
+                n = rn
+        rb = _BITS[r.obj.dtype]
+        if rb > bits:
+            bits = rb
+        ins.append(r)
+    if elements is not None:
+        n = elements
+    _issue(CLASSES[name], n * bits / 32.0, [d], ins, label or name, None)
 
 
 def cast(dst, src, label=None) -> None:
-    at = caller()
+    at = None
     d, s = _ub(dst, "destination", at), _ub(src, "source", at)
     if d.elements != s.elements:
         fail(f"cast {s.describe()} -> {d.describe()}: {s.elements} vs {d.elements} elements", at)
@@ -122,7 +139,7 @@ def cast(dst, src, label=None) -> None:
 def reduce(kind: str, dst, src, label=None) -> None:
     """Row reduction (sum / max / min / absmax) of ``src`` into ``dst``: any grouping whose
     result count divides the input (rows, per-32 groups, columns) costs one op per input."""
-    at = caller()
+    at = None
     d, s = _ub(dst, "destination", at), _ub(src, "source", at)
     if s.elements % d.elements:
         fail(f"reduce_{kind} {s.describe()} -> {d.describe()}: {d.elements} results do not divide "
@@ -159,20 +176,25 @@ def custom(reads, writes, simple=0.0, div=0.0, special=0.0, label="vf") -> None:
 def _issue(cls, ops, dsts, srcs, label, at, decode=0) -> None:
     from simnode.tile.builder import current
     b = current()
-    b.need_block("run a vector op")
     vf = b.vf
-    own = vf is None
-    if own:
-        vf = VF(label, at)
+    if vf is not None:                      # inside a vector function: accumulate
+        for r in srcs:
+            vf.touch(r, False)
+        for r in dsts:
+            vf.touch(r, True)
+        vf.ops[cls] += ops
+        vf.decode += decode
+        return
+    b.need_block("run a vector op")
+    vf = VF(label, at or caller())
     for r in srcs:
         vf.touch(r, False)
     for r in dsts:
         vf.touch(r, True)
     vf.ops[cls] += ops
     vf.decode += decode
-    if own:
-        _close(b, vf, sum_bytes=sum(r.nbytes for r in srcs if r.obj.scope != "reg")
-               + sum(r.nbytes for r in dsts if r.obj.scope != "reg"))
+    _close(b, vf, sum_bytes=sum(r.nbytes for r in srcs if r.obj.scope != "reg")
+           + sum(r.nbytes for r in dsts if r.obj.scope != "reg"))
 
 
 _VECOPS: dict = {}
