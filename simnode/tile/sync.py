@@ -58,15 +58,19 @@ class Slot:
         self.readers = {}        #: pipe -> [[index, snapshot, lo, hi], ...] on disjoint rows
 
 
+#: overwritten generations remembered per buffer, to tell "overwritten" from "not yet written"
+EVICTED_KEPT = 64
+
+
 class PhysState:
     """Emission-time state of one physical buffer: which generation sits in which slot."""
-    __slots__ = ("slots", "slot_gen", "slot_at", "slot_of_gen", "next", "seen")
+    __slots__ = ("slots", "slot_gen", "slot_at", "slot_of_gen", "next", "evicted")
 
     def __init__(self):
         self.slots, self.slot_gen, self.slot_at = [], [], []
         self.slot_of_gen = {}
         self.next = 0
-        self.seen = set()
+        self.evicted = {}        #: recently overwritten generation -> the write that took its slot
 
 
 class Pair:
@@ -141,10 +145,13 @@ class CoreEmitter:
             old = st.slot_gen[s]
             if st.slot_of_gen.get(old) == s:
                 del st.slot_of_gen[old]
+                ev = st.evicted
+                ev[old] = self.op.at
+                if len(ev) > EVICTED_KEPT:
+                    del ev[next(iter(ev))]
             st.slot_of_gen[gen] = s
             st.slot_gen[s] = gen
             st.slot_at[s] = self.op.at
-            st.seen.add(gen)
         return st.slots[s]
 
     def _read_slot(self, ph, gen) -> Slot:
@@ -154,17 +161,13 @@ class CoreEmitter:
         s = st.slot_of_gen.get(gen)
         if s is None:
             op = self.op
-            if gen not in st.seen:
+            if gen not in st.evicted:
                 fail(f"reads '{ph.name}' before the write it depends on is issued: its stage "
                      f"({op.stage}) runs ahead of the stage that writes it", op.at)
-            fail(f"reads '{ph.name}' after a later write ({fmt(self._writer_at(st, ph))}) reused "
+            fail(f"reads '{ph.name}' after a later write ({fmt(st.evicted[gen])}) reused "
                  f"its slot: give '{ph.name}' more versions (T.annotate_buffer_versions, now "
                  f"{ph.versions}) or bring the two stages closer", op.at)
         return st.slots[s]
-
-    @staticmethod
-    def _writer_at(st, ph):
-        return st.slot_at[(st.next - 1) % ph.versions]
 
     # -- emission -------------------------------------------------------------------------
     def emit(self, op: TileOp) -> None:
