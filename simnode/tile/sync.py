@@ -54,8 +54,8 @@ class Slot:
     __slots__ = ("writers", "readers")
 
     def __init__(self):
-        self.writers = []        #: [pipe, index, snapshot, lo, hi]
-        self.readers = {}        #: pipe -> [[index, snapshot, lo, hi], ...] on disjoint rows
+        self.writers = ()        #: (pipe, index, snapshot, lo, hi)
+        self.readers = {}        #: pipe -> ((index, snapshot, lo, hi), ...) on disjoint rows
 
 
 #: overwritten generations remembered per buffer, to tell "overwritten" from "not yet written"
@@ -247,39 +247,37 @@ class CoreEmitter:
         if snap is None:
             snap = self.snaps[c] = tuple(self.vc[c])
         for s, lo, hi, _ in reads:
-            rs = s.readers.get(c)
-            if rs is None:
-                s.readers[c] = [[i, snap, lo, hi]]
-            elif len(rs) == 1 and lo <= rs[0][2] and rs[0][3] <= hi:
-                rs[0] = [i, snap, lo, hi]
+            rd = s.readers
+            rs = rd.get(c)
+            if rs is None or (len(rs) == 1 and lo <= rs[0][2] and rs[0][3] <= hi):
+                rd[c] = ((i, snap, lo, hi),)
             else:
                 rs = [r for r in rs if not (lo <= r[2] and r[3] <= hi)]
-                rs.append([i, snap, lo, hi])
+                rs.append((i, snap, lo, hi))
                 if len(rs) > MAX_READ_RANGES:    # keep the record small: fold the oldest two
                     a, b2 = rs[0], rs[1]
-                    rs[:2] = [[b2[0], b2[1], min(a[2], b2[2]), max(a[3], b2[3])]]
-                s.readers[c] = rs
+                    rs[:2] = [(b2[0], b2[1], min(a[2], b2[2]), max(a[3], b2[3]))]
+                rd[c] = tuple(rs)
         for s, lo, hi, _ in writes:
             ws = s.writers
-            if len(ws) == 1:
-                w = ws[0]
-                if lo <= w[3] and w[4] <= hi:
-                    s.writers = [[c, i, snap, lo, hi]]
-                else:
-                    ws.append([c, i, snap, lo, hi])
-            elif ws:
-                s.writers = [w for w in ws if not (lo <= w[3] and w[4] <= hi)]
-                s.writers.append([c, i, snap, lo, hi])
+            rec = (c, i, snap, lo, hi)
+            if not ws or (len(ws) == 1 and lo <= ws[0][3] and ws[0][4] <= hi):
+                s.writers = (rec,)
             else:
-                ws.append([c, i, snap, lo, hi])
+                s.writers = tuple(w for w in ws if not (lo <= w[3] and w[4] <= hi)) + (rec,)
             rd = s.readers
             if rd:
-                for p in list(rd):
-                    rs = [r for r in rd[p] if not (lo <= r[2] and r[3] <= hi)]
-                    if rs:
-                        rd[p] = rs
+                for p, rs in list(rd.items()):
+                    if len(rs) == 1:
+                        r = rs[0]
+                        if lo <= r[2] and r[3] <= hi:
+                            del rd[p]
                     else:
-                        del rd[p]
+                        rs = tuple(r for r in rs if not (lo <= r[2] and r[3] <= hi))
+                        if rs:
+                            rd[p] = rs
+                        else:
+                            del rd[p]
 
     def _merge(self, c: int, p: int, idx: int, snap) -> None:
         vcc = self.vc[c] = list(map(max, self.vc[c], snap))
