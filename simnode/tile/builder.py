@@ -27,7 +27,7 @@ from simnode.config.chip import ChipSpec
 from simnode.kernels import isa
 from simnode.tile import dtypes
 from simnode.tile.regions import SCOPE_UNIT, Buffer, Phys, Tensor
-from simnode.tile.site import caller, fail, fmt
+from simnode.tile.site import caller, fail
 from simnode.tile.sync import CoreEmitter
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("simnode_tile_builder", default=None)
@@ -275,13 +275,6 @@ class Builder:
             if not loop.direct:
                 self.sink = self.loops[-1]
                 break
-
-    def sync_mode(self) -> str:
-        return self.kernel.sync
-
-    # -- results -------------------------------------------------------------------------
-    def where(self, at) -> str:
-        return fmt(at)
 
 
 def _prod(shape) -> int:

@@ -23,10 +23,15 @@ given by its instruction counts).
 
 Manual synchronization (``T.Kernel(..., sync="manual")``): ``T.set_flag``,
 ``T.wait_flag``, ``T.cross_set``, ``T.cross_wait``, ``T.barrier``.
+
+A program is traced, not computed: no value is ever held, so scalars given to ops (a
+fill value, a comparison's kind, a scale) only document the kernel; shapes, dtypes, scopes
+and the order of statements decide the schedule and its cost.
 """
 
 from __future__ import annotations
 
+from simnode.tile import flags as _flags
 from simnode.tile import ops as _ops
 from simnode.tile import vector as _vec
 from simnode.tile.builder import current as _current
@@ -184,6 +189,7 @@ def select(dst, mask, a, b):
 
 
 def compare(dst, a, b, op="eq"):
+    """A lane-wise comparison into a mask (its kind ``op`` costs the same: one simple op)."""
     _vec.op("compare", dst, a, b)
 
 
@@ -207,22 +213,22 @@ def reduce_absmax(dst, src):
 
 def set_flag(src, dst=None, event=None):
     """``T.set_flag("mte2", "mte1", 0)`` or ``T.set_flag("MTE2_MTE1", 0)``."""
-    _ops.flag("set", src, dst, event)
+    _flags.flag("set", src, dst, event)
 
 
 def wait_flag(src, dst=None, event=None):
-    _ops.flag("wait", src, dst, event)
+    _flags.flag("wait", src, dst, event)
 
 
 def cross_set(pipe, to_unit: str, flag: int):
     """Set cross-core flag ``flag`` from this unit's ``pipe`` to ``to_unit`` (aic / aivN)."""
-    _ops.cross("set", pipe, to_unit, flag)
+    _flags.cross("set", pipe, to_unit, flag)
 
 
 def cross_wait(pipe, from_unit: str, flag: int):
     """Wait on this unit's ``pipe`` for cross-core flag ``flag`` from ``from_unit``."""
-    _ops.cross("wait", pipe, from_unit, flag)
+    _flags.cross("wait", pipe, from_unit, flag)
 
 
 def barrier(pipe):
-    _ops.barrier(pipe)
+    _flags.barrier(pipe)

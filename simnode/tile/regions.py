@@ -18,7 +18,7 @@ from __future__ import annotations
 import numbers
 
 from simnode.tile import dtypes
-from simnode.tile.site import caller, fail
+from simnode.tile.site import fail
 
 SCOPES = ("l1", "l0a", "l0b", "l0c", "ub")
 #: scope -> the unit kind that holds it (facts 1.3)
@@ -214,6 +214,3 @@ def resolve_point(r: Region, partner_shape: tuple) -> Region:
                  f"{r.obj.name}'s shape {list(shape)}: a shape that does not tile")
     return Region(r.obj, r.starts, tuple(ext))
 
-
-def at_here():
-    return caller()
