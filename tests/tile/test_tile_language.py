@@ -319,3 +319,39 @@ def k():
     assert all(c.size_bytes == 32768 for c in mte1) and len(mte1) == 16
     plan = {b.buffer: b.size_bytes for b in s.cores[0].buffers if b.buffer in ("l0a", "l0b")}
     assert plan == {"l0a": chip.buffers.capacity_bytes("l0a"), "l0b": chip.buffers.capacity_bytes("l0b")}
+
+
+def test_more_blocks_than_cores_reuse_each_cores_buffers(build, lower, chip):
+    """Block b runs on core b mod 32 after block b - 32, in the same physical buffers (the
+    plan counts them once) and the same pipe streams."""
+    src = HEAD + """
+def k(blocks: int = 64):
+    x = T.tensor("x", (blocks, 64, 128), "bf16")
+    for bx in T.Kernel(blocks):
+        a = T.alloc_l1((64, 128), "bf16")
+        T.copy(x[bx], a)
+"""
+    one, two = lower(build(src, blocks=32)), lower(build(src, blocks=64))
+    assert len(two.cores) == 32
+    assert two.cores[0].buffers == one.cores[0].buffers
+    loads = [i.gm_key[1][0] for i in two.cores[3].pipes[("aic", "mte2")] if type(i) is isa.Copy]
+    assert loads == [3, 35]
+
+
+def test_vector_scope_runs_statements_per_aiv(build, lower):
+    src = HEAD + """
+def k():
+    x = T.tensor("x", (2, 64, 64), "fp32")
+    for bx in T.Kernel(1):
+        p = T.alloc_l1((128, 64), "fp32")
+        u = T.alloc_ub((64, 64), "fp32")
+        for sid in T.Vector():
+            T.copy(x[sid], u)
+        T.dual_copy(u, p)
+"""
+    s = lower(build(src))
+    p = s.cores[0].pipes
+    assert [i.gm_key[1][0] for u in ("aiv0", "aiv1") for i in p[(u, "mte2")] if type(i) is isa.Copy] == [0, 1]
+    for u in ("aiv0", "aiv1"):
+        assert _kinds(p[(u, "mte3")]) == ["wait mte2->mte3 0", "ub_to_l1"]
+        assert [i.size_bytes for i in p[(u, "mte3")] if type(i) is isa.Copy] == [64 * 64 * 4]
