@@ -123,7 +123,7 @@ def copy(src, dst, l2=None, transpose=False) -> None:
     if path == "l1_to_l0":
         r = b.read_acc(so.phys["aic"], src.lo, src.hi)
         w = b.write_acc(do.phys["aic"], dst.lo, dst.hi, False)
-        ins = isa.Copy(path, dtypes.nbytes(src.n, so.dtype), None, "normal", label)
+        ins = _local_copy(path, dtypes.nbytes(src.n, so.dtype), label)
         b.record(TileOp(blk.core, b.pipe_index[_MTE1], ins, (r,), (w,), at))
         return
     if path in _AIV_PATHS:
@@ -144,6 +144,18 @@ def copy(src, dst, l2=None, transpose=False) -> None:
     do.written = True
     ins = isa.Fixpipe(m, n, do.dtype, "gm", dst.key(), hint, label)
     _aic_op(b, blk, "fix", ins, src, [], at)
+
+
+_COPIES: dict = {}
+
+
+def _local_copy(path: str, size: int, label: str):
+    """An on-chip copy record (no GM region): equal ones are one shared frozen record."""
+    key = (path, size, label)
+    ins = _COPIES.get(key)
+    if ins is None:
+        ins = _COPIES[key] = isa.Copy(path, size, None, "normal", label)
+    return ins
 
 
 _MTE2 = ("aic", "mte2")
@@ -179,7 +191,7 @@ def _aiv_copy(b, blk, u, path, src, dst, hint, label, at):
         r = b.read_acc(so.phys[u], src.lo, src.hi)
         op = TileOp(blk.core, b.pipe_index[(u, "mte3")], ins, (r,), (), at, 0, False, (("out", r[0]),))
     else:
-        ins = isa.Copy(path, dtypes.nbytes(src.n, so.dtype), None, "normal", label)
+        ins = _local_copy(path, dtypes.nbytes(src.n, so.dtype), label)
         op = TileOp(blk.core, b.pipe_index[(u, "mte3")], ins, (b.read_acc(so.phys[u], src.lo, src.hi),),
                     (b.write_acc(do.phys["aic"], dst.lo, dst.hi, False),), at)
     b.record(op)
@@ -246,7 +258,7 @@ def load_mx_scales(a_scale, b_scale) -> MxScales:
                  f"(it is {r.obj.scope.upper()} {r.obj.dtype})", at)
     ph = b.hidden("MX scales (L0)", "l0s", 1, 2)
     size = sum(r.nbytes for r in regs)
-    ins = isa.Copy("l1_to_l0_scale", size, None, "normal", f"MX scales (line {at[1]})")
+    ins = _local_copy("l1_to_l0_scale", size, f"MX scales (line {at[1]})")
     reads = tuple(_acc_read(b, r, "aic") for r in regs)
     w = b.write_acc(ph, 0, 1, False)
     b.record(TileOp(blk.core, b.pipe_index[("aic", "mte1")], ins, reads, (w,), at))
@@ -353,10 +365,10 @@ def _gemm_from_l1(b, blk, a, bb, c, m, n, k, dt, clear, extra, at) -> None:
     for j, k_lo in enumerate(range(0, k, kk)):
         kl = min(kk, k - k_lo)
         wa = b.write_acc(sa, 0, 1, False)
-        b.record(TileOp(blk.core, mte1, isa.Copy("l1_to_l0", dtypes.nbytes(m * kl, dt), None, "normal", lab),
+        b.record(TileOp(blk.core, mte1, _local_copy("l1_to_l0", dtypes.nbytes(m * kl, dt), lab),
                         (_acc_read(b, a, "aic"),), (wa,), at))
         wb = b.write_acc(sb, 0, 1, False)
-        b.record(TileOp(blk.core, mte1, isa.Copy("l1_to_l0", dtypes.nbytes(kl * n, dt), None, "normal", lab),
+        b.record(TileOp(blk.core, mte1, _local_copy("l1_to_l0", dtypes.nbytes(kl * n, dt), lab),
                         (_acc_read(b, bb, "aic"),), (wb,), at))
         _mmad(b, blk, m, n, kl, dt, [b.read_acc(sa, 0, 1), b.read_acc(sb, 0, 1), *extra], c,
               clear and j == 0, at)
