@@ -108,9 +108,10 @@ class CoreEmitter:
         self.meta = [[] for _ in range(n)] if keep_meta else None
         self.vc = [[-1] * n for _ in range(n)]
         self.snaps = [None] * n
+        self.active = []                 #: pipes with instructions (the vector clocks' live part)
         self.waitpos = [[] for _ in range(n)]
-        self.pending = [{} for _ in range(n)]
-        self.pairs: dict = {}
+        self.pending = [[None] * n for _ in range(n)]   #: [consumer][producer] -> latest wait
+        self.pairs = [[None] * n for _ in range(n)]     #: [producer][consumer] -> Pair
         self.xpool: dict = {}
         units = list(dict.fromkeys(self.unit_of))
         self.unit_index = [units.index(u) for u in self.unit_of]
@@ -146,9 +147,9 @@ class CoreEmitter:
             if st.slot_of_gen.get(old) == s:
                 del st.slot_of_gen[old]
                 ev = st.evicted
+                if len(ev) >= EVICTED_KEPT:
+                    ev.clear()           # only an error message reads it: keep it small, cheaply
                 ev[old] = self.op.at
-                if len(ev) > EVICTED_KEPT:
-                    del ev[next(iter(ev))]
             st.slot_of_gen[gen] = s
             st.slot_gen[s] = gen
             st.slot_at[s] = self.op.at
@@ -179,6 +180,8 @@ class CoreEmitter:
             self.run_pipe[ui] = c
             self.run_start[ui] = self.seq
         stream = self.streams[c]
+        if not stream:
+            self.active.append(c)
         if op.flag:
             if self.meta is not None:
                 self.meta[c].append((op.at, (), ()))
@@ -280,7 +283,11 @@ class CoreEmitter:
                             del rd[p]
 
     def _merge(self, c: int, p: int, idx: int, snap) -> None:
-        vcc = self.vc[c] = list(map(max, self.vc[c], snap))
+        vcc = self.vc[c]
+        for q in self.active:            # only pipes that ran anything can be known
+            v = snap[q]
+            if v > vcc[q]:
+                vcc[q] = v
         if vcc[p] < idx:
             vcc[p] = idx
         self.snaps[c] = None
@@ -288,7 +295,7 @@ class CoreEmitter:
     def _edge(self, p: int, idx: int, snap, c: int) -> None:
         """Order pipe c's next instruction after instruction ``idx`` of pipe p."""
         unit_c = self.unit_of[c]
-        pend = self.pending[c].get(p)
+        pend = self.pending[c][p]
         movable = False
         if pend is not None and pend[3] >= self.run_start[self.unit_index[c]]:
             wp = self.waitpos[p]
@@ -301,9 +308,9 @@ class CoreEmitter:
             self._move(pend, p, c, idx, snap)
             return
         unit_p = self.unit_of[p]
-        pair = self.pairs.get((p, c))
+        pair = self.pairs[p][c]
         if pair is None:
-            pair = self.pairs[(p, c)] = Pair()
+            pair = self.pairs[p][c] = Pair()
         known = snap[c]
         k = None
         for j, lw in enumerate(pair.last):
