@@ -72,8 +72,14 @@ def tensor(name: str, shape, dtype: str):
     return _current().tensor(name, shape, dtype)
 
 
+_RESERVED_META = ("kind", "program", "sync", "kernel", "blocks", "flags_inserted")
+
+
 def meta(**figures) -> None:
     """Figures the program reports (tile sizes ...): they appear in the result's details."""
+    taken = [k for k in figures if k in _RESERVED_META]
+    if taken:
+        _fail(f"T.meta({taken[0]}=...): the lowering reports {', '.join(_RESERVED_META)} itself")
     _current().meta.update(figures)
 
 
