@@ -46,8 +46,8 @@ class VF:
     def __init__(self, label, at):
         self.label, self.at = label, at
         self.ops = {"simple": 0.0, "div": 0.0, "special": 0.0}
-        self.reads: dict = {}        #: Buffer -> (lo, hi, bytes) read from outside the function
-        self.writes: dict = {}       #: Buffer -> (lo, hi, bytes)
+        self.reads: dict = {}        #: Buffer -> (lo, hi, bytes, elements) read from outside
+        self.writes: dict = {}       #: Buffer -> (lo, hi, bytes, elements)
         self.order: dict = {}        #: Buffer -> "r" or "w", its first use
         self.decode = 0
 
@@ -56,16 +56,14 @@ class VF:
         if buf.scope == "reg":
             return                   # registers: no UB traffic, no flags
         first = self.order.setdefault(buf, "w" if write else "r")
-        lo, hi = r.rows
-        nb = r.nbytes
-        target = self.writes if write else self.reads
         if not write and first == "w":
             return                   # produced in this function: stays in registers
+        target = self.writes if write else self.reads
         old = target.get(buf)
         if old is None:
-            target[buf] = (lo, hi, nb)
-        else:
-            target[buf] = (min(old[0], lo), max(old[1], hi), max(old[2], nb))
+            target[buf] = (r.lo, r.hi, r.nbytes, r.n)
+        elif old[0] > r.lo or old[1] < r.hi or old[3] < r.n:
+            target[buf] = (min(old[0], r.lo), max(old[1], r.hi), max(old[2], r.nbytes), max(old[3], r.n))
 
 
 def _ub(x, what, at) -> Region | None:
@@ -121,6 +119,16 @@ def op(name: str, dst, *srcs, elements=None, label=None) -> None:
         ins.append(r)
     if elements is not None:
         n = elements
+    from simnode.tile.builder import current
+    vf = current().vf
+    if vf is not None:                      # the common case inside T.vf(): accumulate here
+        for r in ins:
+            if r.obj.scope != "reg":
+                vf.touch(r, False)
+        if d.obj.scope != "reg":
+            vf.touch(d, True)
+        vf.ops[CLASSES[name]] += n * bits / 32.0
+        return
     _issue(CLASSES[name], n * bits / 32.0, [d], ins, label or name, None)
 
 
@@ -221,12 +229,12 @@ def _close(b, vf: VF, sum_bytes=None) -> None:
     blk = b.block
     for u in b.scope:
         reads, writes = [], []
-        for buf, (lo, hi, _) in vf.reads.items():
+        for buf, (lo, hi, _, _) in vf.reads.items():
             ph = buf.phys.get(u)
             if ph is None:
                 fail(f"'{buf.name}' is not in the UB of {u}", vf.at)
             reads.append(b.read_acc(ph, lo, hi))
-        for buf, (lo, hi, _) in vf.writes.items():
+        for buf, (lo, hi, _, _) in vf.writes.items():
             ph = buf.phys.get(u)
             if ph is None:
                 fail(f"'{buf.name}' is not in the UB of {u}", vf.at)
