@@ -7,4 +7,5 @@ BUILTIN = {
     "topk": "simnode.workloads.topk",
     "deepep": "simnode.workloads.deepep",
     "transport": "simnode.workloads.transport",
+    "tile": "simnode.workloads.tile",
 }

@@ -8,6 +8,7 @@ others to the workload's fields.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from simnode.config.fields import Reader, load_yaml
 from simnode.config.overrides import apply_overrides, parse_assignment
@@ -45,6 +46,21 @@ def _in_workload(exc: Exception, source: str) -> Exception:
     return type(exc)(f"{source}: {exc}")
 
 
+def _resolve_paths(data: dict, folder: Path) -> dict:
+    """Relative paths in a workload file's path fields, made relative to the file's folder."""
+    try:
+        kind = get_kind(data.get("kind"), "workload")
+    except ConfigError:
+        return data                  # named properly when the kind is read below
+    out = data
+    for key in kind.path_fields:
+        value = data.get(key)
+        if isinstance(value, str) and value.strip() and not Path(value).is_absolute():
+            out = dict(out)
+            out[key] = str(folder / value)
+    return out
+
+
 def split_sets(sets: list[str] | dict) -> tuple[dict, dict]:
     """Separate ``--set`` assignments into (workload, topology) dicts."""
     pairs = sets.items() if isinstance(sets, dict) else (parse_assignment(s) for s in sets)
@@ -71,11 +87,14 @@ def load_inputs(topology_path, workload_path, sets=()) -> RunInputs:
 
     data = load_yaml(workload_path)
     src = str(workload_path)
+    data = _resolve_paths(data, Path(workload_path).parent)
     if work_sets:
-        # the kind (possibly overridden) decides which optional fields --set may add
+        # the kind (possibly overridden) decides which optional fields --set may add; the
+        # workload's values with the plain --set values decide a kind's extra fields
         kind_name = work_sets.get("kind", data.get("kind"))
         kind = get_kind(kind_name, "--set" if "kind" in work_sets else src)
-        data = apply_overrides(data, work_sets, "--set", extra_keys=kind.optional_keys())
+        probe = {**data, **{k: v for k, v in work_sets.items() if "." not in k}}
+        data = apply_overrides(data, work_sets, "--set", extra_keys=kind.optional_keys(probe, "--set"))
         src += " (with --set overrides)"
     kind = get_kind(data.get("kind"), src)
     r = Reader(data, src)

@@ -47,12 +47,23 @@ class WorkloadKind:
     needs_supernode: bool = False
     build: Callable | None = None                  #: build(topology, params) -> (params, KernelSchedule)
     check: Callable | None = None                  #: check(topology, params, source): raise ConfigError early
+    #: more fields that depend on the workload's own values (a tile program's parameters):
+    #: more_fields(data: dict, source: str) -> tuple of Field
+    more_fields: Callable | None = None
+    #: fields holding file paths: relative ones given in a workload file resolve against
+    #: that file's folder (those given with --set, against the current folder)
+    path_fields: tuple = ()
 
-    def optional_keys(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields if f.default is not REQUIRED)
+    def all_fields(self, data: dict | None = None, source: str = "workload") -> tuple:
+        if self.more_fields is None or data is None:
+            return self.fields
+        return self.fields + tuple(self.more_fields(data, source))
+
+    def optional_keys(self, data: dict | None = None, source: str = "workload") -> tuple[str, ...]:
+        return tuple(f.name for f in self.all_fields(data, source) if f.default is not REQUIRED)
 
     def read_params(self, r: Reader) -> dict:
-        return {f.name: f.read(r) for f in self.fields}
+        return {f.name: f.read(r) for f in self.all_fields(r.data, r.source)}
 
 
 @dataclass
