@@ -120,12 +120,61 @@ class PhaseRun:
         return self.recv_remote_tokens * self.logical_bytes_per_token / self.kernel_ns
 
 
+@dataclass
+class Fabric:
+    """What every DeepEP kernel of a run posts on: one clock (``env``), the network and
+    its sharing engine (``net``, ``net.share``), each rank's HBM and URMA engine (``ends``),
+    and the pipes of the AIVs that run the communication kernels (aggregates over
+    ``num_aiv`` AIVs per rank). A MoE layer builds one and runs kernels, compute tasks and
+    their messages on it together."""
+    env: simpy.Environment
+    net: FlowNetwork
+    ends: RankEndpoints
+    r_mte2: np.ndarray
+    r_mte3: np.ndarray
+    r_vec: np.ndarray
+    r_aiv: np.ndarray
+    num_aiv: int
+    max_latency_ns: float            #: one-way latency of the farthest peer (a barrier's last store)
+
+
+def build_fabric(topology, num_aiv: int, batch_window_ns: float) -> Fabric:
+    """A ``Fabric`` for ``topology`` (chip + supernode) with ``num_aiv`` communication AIVs
+    per rank; compiles the engine's loops from ``COMPILED_FROM_RANKS`` ranks on."""
+    spec, chip = topology.supernode, topology.chip
+    env = simpy.Environment()
+    net = FlowNetwork(env, spec, batch_window_ns=batch_window_ns)
+    share = net.share
+    if spec.num_ranks >= COMPILED_FROM_RANKS:
+        share.compile_now()
+    R, A = spec.num_ranks, num_aiv
+    f = chip.aiv_freq_GHz
+    per_aiv_mte2 = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
+    per_aiv_mte3 = chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
+    ends = RankEndpoints(net, chip.memory.hbm_bandwidth_GBps, chip.memory.hbm_arbitration == "fcfs")
+
+    def per_rank(what, capacity):
+        return np.asarray(share.add_resources([f"rank{r}.{what}" for r in range(R)],
+                                              [capacity] * R), dtype=np.int64)
+    return Fabric(env, net, ends, per_rank("aiv_mte2", A * per_aiv_mte2),
+                  per_rank("aiv_mte3", A * per_aiv_mte3),
+                  per_rank("aiv_vec", A * chip.vector.ops_per_cycle["simple"] * f),
+                  # 1 ns of AIV scalar / VF time per ns, like the URMA engine
+                  per_rank("aiv_scalar", float(A)), A,
+                  float(net.latency_ns(np.zeros(R, dtype=np.int64), np.arange(R)).max())
+                  if R > 1 else 0.0)
+
+
 class DeepEPSim:
     """Dispatch or combine on every rank; see the module docstring."""
 
     def __init__(self, topology, plan: DeepEPPlan, costs: DeepEPCosts, *,
                  batch_window_ns: float = 0.0, tracer=None, send_order: str = "rank_peer",
-                 jetty_jitter_ns: float = 0.0, seed: int = 0, on_progress=None):
+                 jetty_jitter_ns: float = 0.0, seed: int = 0, on_progress=None,
+                 fabric: Fabric | None = None, name: str = ""):
+        """``fabric``: post on this one (a MoE layer's, shared with other kernels and tasks)
+        instead of a fabric of its own; ``name`` tells its barriers from other instances'
+        (e.g. "mb0.dispatch" in a micro-batch), the kernel kind if empty."""
         if send_order not in SEND_ORDERS:
             raise ValueError(f"send_order {send_order!r}; expected one of {SEND_ORDERS}")
         self.send_order = send_order
@@ -142,37 +191,30 @@ class DeepEPSim:
         self.tracer = tracer
         #: callback(simulated_ns, bound_ns) after every rate solve, for a progress line
         self.on_progress = on_progress
+        self.name = name
+        self.payload_sent = 0.0       #: payload bytes its messages carried (conservation)
+        if fabric is not None:
+            self._attach(fabric)
 
     # -- set-up ------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.env = simpy.Environment()
-        self.net = FlowNetwork(self.env, self.spec, batch_window_ns=self.batch_window_ns)
-        share = self.net.share
-        if self.spec.num_ranks >= COMPILED_FROM_RANKS:
-            share.compile_now()
-        chip, R, A = self.chip, self.spec.num_ranks, self.plan.params.num_aiv
-        f = chip.aiv_freq_GHz
-        per_aiv_mte2 = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-        per_aiv_mte3 = chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-        self.ends = RankEndpoints(self.net, chip.memory.hbm_bandwidth_GBps,
-                                  chip.memory.hbm_arbitration == "fcfs")
-        self.r_hbm, self.r_urma = self.ends.hbm, self.ends.urma
+        self._attach(build_fabric(self.topo, self.plan.params.num_aiv, self.batch_window_ns))
 
-        def per_rank(what, capacity):
-            return np.asarray(share.add_resources([f"rank{r}.{what}" for r in range(R)],
-                                                  [capacity] * R), dtype=np.int64)
-        self.r_mte2 = per_rank("aiv_mte2", A * per_aiv_mte2)
-        self.r_mte3 = per_rank("aiv_mte3", A * per_aiv_mte3)
-        self.r_vec = per_rank("aiv_vec", A * chip.vector.ops_per_cycle["simple"] * f)
-        # 1 ns of AIV scalar / VF time per ns, like the URMA engine
-        self.r_aiv = per_rank("aiv_scalar", float(A))
+    def _attach(self, fab: Fabric) -> None:
+        if fab.num_aiv != self.plan.params.num_aiv:
+            raise ValueError(f"fabric has {fab.num_aiv} communication AIVs per rank, the plan "
+                             f"{self.plan.params.num_aiv}")
+        self.fabric = fab
+        self.env, self.net, self.ends = fab.env, fab.net, fab.ends
+        self.r_hbm, self.r_urma = self.ends.hbm, self.ends.urma
+        self.r_mte2, self.r_mte3, self.r_vec, self.r_aiv = fab.r_mte2, fab.r_mte3, fab.r_vec, fab.r_aiv
+        self.max_latency_ns = fab.max_latency_ns
+        R, A = self.spec.num_ranks, self.plan.params.num_aiv
         self.arrivals: dict = {}
         self.jitter = np.random.default_rng([self.seed, 0x4A455454]).uniform(
             0.0, self.jetty_jitter_ns, (R, A)) if self.jetty_jitter_ns > 0 else None
-        # one-way latency of the farthest peer: what a barrier's last store still travels
-        self.max_latency_ns = float(self.net.latency_ns(np.zeros(R, dtype=np.int64),
-                                                        np.arange(R)).max()) if R > 1 else 0.0
-        self.groups: list = []       # (kind, Group) of message trains, for the trace
+        self.groups: list = []       # Group of message trains, for the trace
+        self.payload_sent = 0.0
 
     def _barrier(self, name: str, rank: int, work_ns: float):
         """Cross-rank barrier: ``work_ns`` of issuing (remote stores, polling), then wait until
@@ -192,18 +234,19 @@ class DeepEPSim:
         t.start_ns = env.now
         yield env.timeout(self.costs.kernel_launch_ns)
         s = env.now
-        yield from self._barrier(f"{kind}.entry", rank, self.costs.barrier_ns)
+        yield from self._barrier(f"{self.name or kind}.entry", rank, self.costs.barrier_ns)
         t.mark("entry barrier", s, env.now)
 
     def _kernel_end(self, kind: str, rank: int, t: RankTimes):
         """The benchmark's final barrier: every rank's traffic has landed (facts 2.4)."""
         s = self.env.now
-        yield from self._barrier(f"{kind}.exit", rank, self.costs.barrier_ns)
+        yield from self._barrier(f"{self.name or kind}.exit", rank, self.costs.barrier_ns)
         t.mark("exit barrier", s, self.env.now)
         t.end_ns = self.env.now
 
     # -- dispatch ------------------------------------------------------------------------------
-    def _dispatch_rank(self, r: int, t: RankTimes):
+    def dispatch_rank(self, r: int, t: RankTimes):
+        """Rank r's dispatch kernel (a SimPy generator; every rank must run its own)."""
         env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
         R, A = self.spec.num_ranks, p.num_aiv
         sz = plan.sizes
@@ -239,7 +282,7 @@ class DeepEPSim:
         # take peers AIV, AIV + 64, ... in parallel) and a round of expert-count atomics (AIV
         # 0, one lane per expert), then every owner waits for all ranks' arrivals
         s = env.now
-        yield from self._barrier("dispatch.counts", r, 2 * c.remote_store_ns)
+        yield from self._barrier(f"{self.name or 'dispatch'}.counts", r, 2 * c.remote_store_ns)
         t.mark("count exchange", s, env.now)
         # doorbells, then URMA moves every (token, peer) record (facts 4.2 step 7)
         s = env.now
@@ -258,16 +301,18 @@ class DeepEPSim:
             dst = np.asarray(peers, dtype=np.int64)
             wqes = plan.pair_sqes[r, dst].astype(float)
             src = np.full(dst.shape, r)
-            group = self.ends.send_many(src, dst,
-                                        plan.pair_tokens[r, dst] * float(sz.dispatch_wire_bytes),
-                                        wqes * sz.sqe_bytes, wqes, len(peers), tag=(src, dst))
+            payload = plan.pair_tokens[r, dst] * float(sz.dispatch_wire_bytes)
+            self.payload_sent += float(payload.sum())
+            group = self.ends.send_many(src, dst, payload, wqes * sz.sqe_bytes, wqes, len(peers),
+                                        tag=(src, dst))
             self.groups.append(group)
             yield group
         t.mark("URMA transfer + drain", s, env.now)
         yield from self._kernel_end("dispatch", r, t)
 
     # -- combine -------------------------------------------------------------------------------
-    def _combine_rank(self, d: int, t: RankTimes):
+    def combine_rank(self, d: int, t: RankTimes):
+        """Rank d's combine kernel (a SimPy generator; every rank must run its own)."""
         env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
         R = self.spec.num_ranks
         sz = plan.sizes
@@ -313,6 +358,7 @@ class DeepEPSim:
             dst = np.asarray(peers, dtype=np.int64)
             n = plan.pair_tokens[dst, d].astype(float)
             src = np.full(dst.shape, d)
+            self.payload_sent += float((n * sz.combine_wire_bytes).sum())
             group = self.ends.send_many(src, dst, n * sz.combine_wire_bytes,
                                         n * sz.combine_wqe_bytes, n, len(peers), tag=(src, dst))
             self.groups.append(group)
@@ -329,6 +375,7 @@ class DeepEPSim:
         if self.jetty_jitter_ns > 0:
             yield self.env.timeout(float(self.jitter[src, aiv]))
         for dst, payload, desc, wqes in messages:
+            self.payload_sent += payload
             tr = self.ends.send(src, dst, payload, desc, wqes, flow_key=aiv, peers=peers)
             pending.append(tr)
             yield tr.injected
@@ -381,7 +428,7 @@ class DeepEPSim:
         self._build()
         R = self.spec.num_ranks
         times = [RankTimes() for _ in range(R)]
-        body = self._dispatch_rank if kind == "dispatch" else self._combine_rank
+        body = self.dispatch_rank if kind == "dispatch" else self.combine_rank
         messages = []
         if self.tracer is not None:
             self.net.share.on_served = lambda tr: messages.append(
@@ -426,8 +473,8 @@ class DeepEPSim:
         return traffic
 
     def _check_conservation(self, kind: str, traffic: np.ndarray) -> None:
-        """Every planned byte was sent exactly once (the network counts payload it carried)."""
-        sent = self.net.payload_bytes_sent
+        """Every planned byte was sent exactly once (by this kernel's messages)."""
+        sent = self.payload_sent
         if not math.isclose(sent, float(traffic.sum()), rel_tol=1e-9):
             raise RuntimeError(f"{kind}: conservation violated: {sent} payload bytes sent, "
                                f"{traffic.sum()} planned")
