@@ -81,6 +81,17 @@ class ChipRun:
     def makespan_ns(self) -> float:
         return self.end_ns - self.start_ns
 
+    def busy_frac(self) -> dict[str, float]:
+        """Mean busy fraction per pipe kind ("aic.m", "aiv.mte2", ...) over the units that
+        ran it, plus "l2" and "hbm": the share of their bandwidth the run used."""
+        total, count = {}, {}
+        span = self.makespan_ns or 1.0
+        for (_core, unit, pipe), st in self.pipe_stats.items():
+            k = f"{isa.unit_kind(unit)}.{pipe}"
+            total[k] = total.get(k, 0.0) + st.busy_ns
+            count[k] = count.get(k, 0) + 1
+        return {k: total[k] / (count[k] * span) for k in sorted(total)}
+
 
 class _Path:
     __slots__ = ("bw", "base", "ii", "gm", "write")

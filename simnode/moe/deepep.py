@@ -247,10 +247,19 @@ class DeepEPSim:
     # -- dispatch ------------------------------------------------------------------------------
     def dispatch_rank(self, r: int, t: RankTimes):
         """Rank r's dispatch kernel (a SimPy generator; every rank must run its own)."""
-        env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
-        R, A = self.spec.num_ranks, p.num_aiv
-        sz = plan.sizes
         yield from self._kernel_start("dispatch", r, t)
+        yield from self.dispatch_prologue(r, t)
+        s = self.env.now
+        yield from self.dispatch_sends(r)
+        t.mark("URMA transfer + drain", s, self.env.now)
+        yield from self._kernel_end("dispatch", r, t)
+
+    def dispatch_prologue(self, r: int, t: RankTimes):
+        """Dispatch up to its sends: routing and metadata, prefix sums and slots, SQEs and
+        self-rank copies, the count exchange and the doorbell (facts 4.2 steps 2-7)."""
+        env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
+        A = p.num_aiv
+        sz = plan.sizes
         # routing VF (histogram, dedup, SGE indices) with, overlapped, the scalar's metadata
         # assembly: one record per token (scales, top-k ids and weights, source index) read
         # GM->UB and written UB->GM to metadata_send_buffer (facts 4.2 steps 2 and 5)
@@ -287,6 +296,14 @@ class DeepEPSim:
         # doorbells, then URMA moves every (token, peer) record (facts 4.2 step 7)
         s = env.now
         yield env.timeout(self.spec.doorbell_ns)
+        t.mark("doorbell", s, env.now)
+
+    def dispatch_sends(self, r: int, share_of: float = 1.0):
+        """URMA moves rank r's records to every peer: one train per peer (or each Jetty's
+        messages in order); ``share_of``: this part of every train (a fused kernel's chunk)."""
+        env, plan = self.env, self.plan
+        R, A = self.spec.num_ranks, plan.params.num_aiv
+        sz = plan.sizes
         peers = [d for d in range(R) if d != r and plan.pair_tokens[r, d] > 0]
         if self.send_order == "jetty_fifo":
             # each AIV's Jetty sends its peers' SQEs in order, peers from r + AIV + 1 on as
@@ -299,45 +316,61 @@ class DeepEPSim:
                 for a in range(A)])
         else:
             dst = np.asarray(peers, dtype=np.int64)
-            wqes = plan.pair_sqes[r, dst].astype(float)
+            wqes = plan.pair_sqes[r, dst] * share_of
             src = np.full(dst.shape, r)
-            payload = plan.pair_tokens[r, dst] * float(sz.dispatch_wire_bytes)
+            payload = plan.pair_tokens[r, dst] * float(sz.dispatch_wire_bytes) * share_of
             self.payload_sent += float(payload.sum())
             group = self.ends.send_many(src, dst, payload, wqes * sz.sqe_bytes, wqes, len(peers),
                                         tag=(src, dst))
             self.groups.append(group)
             yield group
-        t.mark("URMA transfer + drain", s, env.now)
-        yield from self._kernel_end("dispatch", r, t)
 
     # -- combine -------------------------------------------------------------------------------
     def combine_rank(self, d: int, t: RankTimes):
         """Rank d's combine kernel (a SimPy generator; every rank must run its own)."""
-        env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
-        R = self.spec.num_ranks
-        sz = plan.sizes
+        env = self.env
         yield from self._kernel_start("combine", d, t)
         s = env.now
-        yield env.timeout(c.vf_launch_ns)               # peer infos by a small SIMT VF (step 1)
+        yield env.timeout(self.costs.vf_launch_ns)     # peer infos by a small SIMT VF (step 1)
         t.mark("peer info VF", s, env.now)
-        # The AIVs reduce task after task and ring a doorbell every 8 tasks without waiting
-        # for URMA (facts 4.3 steps 3-4): the reduction of every peer's rows runs from the
-        # start on the AIV pipes, ahead of the network, and its HBM traffic meets URMA's
-        # (the HBM's arbitration, chip memory.hbm_arbitration, decides who yields)
+        reductions = self.combine_reductions(d)
+        yield from self.combine_fill(d, t)
+        s2 = env.now
+        yield env.all_of(reductions + self.combine_sends(d))
+        t.mark("reduce + URMA transfer + drain", s2, env.now)
+        yield from self._kernel_end("combine", d, t)
+
+    def combine_fill(self, d: int, t: RankTimes):
+        """The pipeline fill before an AIV's first doorbell: it comes after 8 tasks (facts
+        4.3 step 4), or after all of its tokens if it has fewer."""
+        env, c, p, plan = self.env, self.costs, self.plan.params, self.plan
         s = env.now
-        srcs = [r for r in range(R) if plan.pair_tokens[r, d] > 0]
-        rows, units = zip(*(self._reduction(d, r) for r in srcs)) if srcs else ((), ())
-        work = [self._local(np.array(rows, dtype=np.int64).reshape(len(srcs), -1),
-                            np.array(units, dtype=float).reshape(len(srcs), -1))]
-        # the first doorbell of an AIV comes after 8 tasks (facts 4.3 step 4), or after all
-        # of its tokens if it has fewer: pipeline fill
         fill_tokens = min(p.combine_task_tokens * p.combine_doorbell_tasks,
                           int(plan.combine_tokens_of(d).sum(axis=1).max()))
         rows = plan.reduce_rows[d].sum() / max(1, plan.pair_tokens[:, d].sum())
         yield env.timeout(self._reduce_ns_one_aiv(fill_tokens, rows)
                           + p.combine_doorbell_tasks * c.vf_launch_ns + self.spec.doorbell_ns)
         t.mark("pipeline fill", s, env.now)
-        s = env.now
+
+    def combine_reductions(self, d: int, share_of: float = 1.0) -> list:
+        """Events of rank d's reductions of ``share_of`` of its rows. The AIVs reduce task
+        after task and ring a doorbell every 8 tasks without waiting for URMA (facts 4.3
+        steps 3-4): the reduction of every peer's rows runs from the start on the AIV pipes,
+        ahead of the network, and its HBM traffic meets URMA's (the HBM's arbitration, chip
+        memory.hbm_arbitration, decides who yields)."""
+        plan = self.plan
+        R = self.spec.num_ranks
+        srcs = [r for r in range(R) if plan.pair_tokens[r, d] > 0]
+        rows, units = zip(*(self._reduction(d, r) for r in srcs)) if srcs else ((), ())
+        return [self._local(np.array(rows, dtype=np.int64).reshape(len(srcs), -1),
+                            np.array(units, dtype=float).reshape(len(srcs), -1) * share_of)]
+
+    def combine_sends(self, d: int, share_of: float = 1.0) -> list:
+        """Events of rank d's sends of ``share_of`` of its rows back to their source ranks."""
+        env, p, plan = self.env, self.plan.params, self.plan
+        R = self.spec.num_ranks
+        sz = plan.sizes
+        work = []
         returns = {r: int(plan.pair_tokens[r, d]) for r in range(R) if r != d}
         peers = [r for r, n in returns.items() if n > 0]  # self rows: reduced into the recv buffer
         if self.send_order == "jetty_fifo":
@@ -356,16 +389,14 @@ class DeepEPSim:
                 work.append(env.process(self._jetty(d, a, msgs, len(peers))))
         else:
             dst = np.asarray(peers, dtype=np.int64)
-            n = plan.pair_tokens[dst, d].astype(float)
+            n = plan.pair_tokens[dst, d] * share_of
             src = np.full(dst.shape, d)
             self.payload_sent += float((n * sz.combine_wire_bytes).sum())
             group = self.ends.send_many(src, dst, n * sz.combine_wire_bytes,
                                         n * sz.combine_wqe_bytes, n, len(peers), tag=(src, dst))
             self.groups.append(group)
             work.append(group)
-        yield env.all_of(work)
-        t.mark("reduce + URMA transfer + drain", s, env.now)
-        yield from self._kernel_end("combine", d, t)
+        return work
 
     def _jetty(self, src: int, aiv: int, messages: list, peers: int):
         """One AIV's Jetty posting ``messages`` [(dst, payload, descriptor bytes, wqes)] in

@@ -68,13 +68,7 @@ def to_json(result_or_list) -> str:
 
 def pipe_busy(run) -> dict[str, float]:
     """Mean busy fraction per pipe kind ("aic.m", "aiv.mte2", ...) over the units that ran it."""
-    total, count = {}, {}
-    span = run.makespan_ns or 1.0
-    for (_core, unit, pipe), st in run.pipe_stats.items():
-        k = f"{isa.unit_kind(unit)}.{pipe}"
-        total[k] = total.get(k, 0.0) + st.busy_ns
-        count[k] = count.get(k, 0) + 1
-    return {k: total[k] / (count[k] * span) for k in sorted(total)}
+    return run.busy_frac()
 
 
 def flag_waits(run, min_frac: float = 0.01) -> dict[str, dict[str, float]]:
