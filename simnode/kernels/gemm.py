@@ -22,7 +22,7 @@ from simnode.kernels import isa
 from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTask, buffer_plan,
                                        core_program, dtype_bytes, fit_block_k, l0_k_step,
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,
-                                       tile_cost_cycles, up16)
+                                       tile_cost_cycles, ub_epilogue, up16)
 from simnode.kernels.schedule import CoreProgram, KernelSchedule
 
 __all__ = ["GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "choose_tiling",
@@ -42,6 +42,10 @@ class GemmParams:
     l1_stages: int = 0
     swizzle_rows: int = 4         #: block-rows per swizzle group (facts 3.5: 4-row window)
     num_cores: int = 0            #: 0 = every AI core of the chip
+    #: how C leaves L0C: "direct" (FixPipe L0C -> GM) or "ub" (FixPipe L0C -> the UB of AIV1,
+    #: whose MTE3 writes GM; S3's path whenever can_direct_store fails, e.g. for a GEMM of
+    #: more than one wave of blocks with m > BLOCK_M)
+    epilogue: str = "direct"
 
 
 def choose_tiling(chip: ChipSpec, p: GemmParams) -> GemmTiling:
@@ -104,11 +108,12 @@ def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
                             f"k-step fits half of L0A/L0B of '{chip.name}'.")
     order = block_order(t, p)
     cores = [CoreProgram(c) for c in range(min(t.num_cores, len(order)))]
+    epilogue = ub_epilogue(chip, t, p.out_dtype, len(order)) if p.epilogue == "ub" else None
     for c, prog in enumerate(cores):
         tasks = [BlockTask(min(t.block_m, p.m - mb * t.block_m), min(t.block_n, p.n - nb * t.block_n),
                            mb, nb, (mb, nb)) for mb, nb in order[c::t.num_cores]]
-        core_program(prog, tasks, p.k, p.dtype, p.out_dtype, t)
-        prog.buffers = buffer_plan(p.dtype, t)
+        core_program(prog, tasks, p.k, p.dtype, p.out_dtype, t, epilogue)
+        prog.buffers = buffer_plan(p.dtype, t, epilogue, out_dtype=p.out_dtype)
     meta = {"kind": "gemm", "m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype,
             "block_m": t.block_m, "block_n": t.block_n, "block_k": t.block_k, "k_l0": t.k_l0,
             "l1_stages": t.l1_stages, "sub_tile": f"{t.sub_m}x{t.sub_n}",
@@ -124,6 +129,8 @@ def _validate(p: GemmParams) -> None:
             raise ScheduleError(f"GEMM {name} = {getattr(p, name)}: expected a positive size.")
     if p.dtype not in ("bf16", "fp16", "fp8", "fp4"):
         raise ScheduleError(f"GEMM dtype '{p.dtype}': expected bf16, fp16, fp8 or fp4.")
+    if p.epilogue not in ("direct", "ub"):
+        raise ScheduleError(f"GEMM epilogue '{p.epilogue}': expected direct or ub.")
 
 
 def gemm_roofline(chip: ChipSpec, p: GemmParams, sched: KernelSchedule) -> dict:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Hashable
 
 from simnode.config.chip import DTYPE_BITS, ChipSpec
+from simnode.errors import ScheduleError
 from simnode.kernels import isa
 from simnode.kernels.schedule import BufferUse, CoreProgram
 
@@ -204,6 +205,19 @@ class DequantB:
     #: shift and one interleave (2 x 64 lanes) beside two LUT gathers that run on the
     #: decoder (S3 ``vf_deq_nd2nz``)
     alu_ops_per_fp4_byte: float = 2 * 64 / 256
+
+
+def ub_epilogue(chip: ChipSpec, t: GemmTiling, out_dtype: str, num_blocks: int) -> UbEpilogue:
+    """S3 make_gemm_candidate: epilogue stages = min(16 intra-block events, UB / one MAD tile
+    of C, the tiles one core stores), and at least the MAD tiles of one block."""
+    per_block = len(sub_tiles(t.block_m, t.block_n, t))
+    tile = dtype_bytes(t.sub_m * t.sub_n, out_dtype)
+    stages = min(chip.sync.cross_core_flags, chip.buffers.capacity_bytes("ub") // tile,
+                 max(1, math.ceil(num_blocks / t.num_cores)) * per_block)
+    if stages < per_block:
+        raise ScheduleError(f"epilogue: {per_block} C tiles of {t.sub_m}x{t.sub_n} {out_dtype} "
+                            f"per block do not fit the UB of '{chip.name}'.")
+    return UbEpilogue(stages)
 
 
 def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t: GemmTiling,

@@ -7,4 +7,6 @@ BUILTIN = {
     "topk": "simnode.workloads.topk",
     "deepep": "simnode.workloads.deepep",
     "transport": "simnode.workloads.transport",
+    "grouped_gemm": "simnode.workloads.grouped_gemm",
+    "swiglu": "simnode.workloads.swiglu",
 }
