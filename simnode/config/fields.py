@@ -148,6 +148,16 @@ class Reader:
             raise self.error(key, value, f"an integer <= {max_value}")
         return int(value)
 
+    def integer_list(self, key: str, *, min_value: int | None = None, default=_MISSING) -> tuple:
+        """A list of integers (YAML ``[1, 2, 3]``), as a tuple."""
+        value = self.raw(key, default)
+        if not isinstance(value, (list, tuple)) or any(
+                isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise self.error(key, value, "a list of integers, e.g. [3072, 2990, 3105]")
+        if min_value is not None and any(v < min_value for v in value):
+            raise self.error(key, value, f"a list of integers >= {min_value}")
+        return tuple(int(v) for v in value)
+
     def boolean(self, key: str, default=_MISSING) -> bool:
         value = self.raw(key, default)
         if not isinstance(value, bool):

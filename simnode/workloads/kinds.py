@@ -8,4 +8,6 @@ BUILTIN = {
     "deepep": "simnode.workloads.deepep",
     "transport": "simnode.workloads.transport",
     "tile": "simnode.workloads.tile",
+    "grouped_gemm": "simnode.workloads.grouped_gemm",
+    "swiglu": "simnode.workloads.swiglu",
 }

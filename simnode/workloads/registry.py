@@ -21,7 +21,7 @@ REQUIRED = object()
 @dataclass(frozen=True)
 class Field:
     name: str
-    type: str                    #: "int", "number", "bool", "str"
+    type: str                    #: "int", "number", "bool", "str", "ints" (a list of int)
     default: Any = REQUIRED
     doc: str = ""
     choices: tuple = ()
@@ -35,6 +35,8 @@ class Field:
             return r.number(self.name, min_value=self.min_value, **kw)
         if self.type == "bool":
             return r.boolean(self.name, **kw)
+        if self.type == "ints":
+            return r.integer_list(self.name, min_value=self.min_value, **kw)
         return r.string(self.name, choices=self.choices or None, **kw)
 
 

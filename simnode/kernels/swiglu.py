@@ -1,0 +1,229 @@
+"""SwiGLU + per-token FP8 cast on the vector cores, after TileKernels'
+``swiglu_forward_and_per_token_cast`` and its Ascend port in DeepGEMM-Ascend (S3
+``third-party/tilelang_ops/swiglu_apply_weight_to_fp8.py``, "adapted from TileKernels").
+
+What it reads, computes and writes (moe-layer facts 3): a row of ``x`` is ``2 I`` values
+(BF16), gate = x[:, :I] and up = x[:, I:]; out = silu(gate) x up = gate / (1 + exp(-gate))
+x up in FP32; per group of ``scale_block`` values amax, scale = amax / 448 (E4M3's largest
+value) and the FP8 value x x 448 / amax; it writes the FP8 row (I bytes) and the row's
+I / scale_block scales. Rows of padding (an expert segment's tail in the contiguous layout)
+are skipped by the kernel (S3: ``is_valid_token`` against the per-expert prefix sums), so
+``rows`` counts valid rows only.
+
+Schedule (S3's port, one token per step): rows are dealt round-robin to the AIVs of
+``num_cores`` AI cores (``T.Persistent``, group_size 1). Per row, an AIV's MTE2 loads the
+gate half and the up half GM -> UB (two copies), V runs two SIMD VFs (SwiGLU + amax, then
+scale + quantize), MTE3 stores the FP8 row and its scales UB -> GM; ``stages`` buffer
+versions of the input and output rows (S3 ``num_stages = 3``) let the three pipes overlap.
+
+``SwigluParams``; ``swiglu_schedule(chip, p)``; ``swiglu_roofline(chip, p)`` (HBM bytes
+bound, vector-compute bound, the AIV copy paths, and which binds). Pure: no SimPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simnode.config.chip import DTYPE_BITS, ChipSpec
+from simnode.errors import ScheduleError
+from simnode.kernels import isa
+from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
+
+IN_DTYPES = ("bf16", "fp32")                 # TileKernels: x is bfloat16 or float32
+#: TileKernels swiglu_forward_and_per_token_cast asserts fmt == 'e4m3'
+OUT_DTYPES = ("fp8",)
+#: scale bytes: float32 scales (TileKernels' default), or UE8M0 exponents (one byte; the
+#: packed form DeepGEMM-Ascend's GEMMs read, written by S3's port with scale_block 32)
+SF_BYTES = {"fp32": 4, "ue8m0": 1}
+ROW_ALIGN_ELEMS = 256                        # S3: UB rows allocated at align(hidden, 256)
+VECTOR_LANES = 64                            # fp32 lanes of one 256 B vector register (facts 1.2)
+
+# -- vector work per output element, counted from S3's VFs (one 64-lane instruction = 64
+#    element-ops). VF 1, compute_swiglu, per 64-element vector: 2 vcvt bf16->fp32 (bf16
+#    input only), vexpdif (exp), vadds (+1), vdiv, vmul (x up), vabs (amax input); per four
+#    vectors the amax cascade 3 vdintlv + 3 vmax + 1 vcgmax. S3's cascade reduces to groups
+#    of 32; it is used for any scale_block (a 128-group reduction takes a similar few steps).
+CVT_OPS_PER_ELEM = 2                         # simple, bf16 input only
+SWIGLU_SIMPLE_OPS_PER_ELEM = 3               # vadds, vmul, vabs
+AMAX_OPS_PER_ELEM = 7 * VECTOR_LANES / 256   # vdintlv x3, vmax x3, vcgmax per 256 elements
+SPECIAL_OPS_PER_ELEM = 1                     # vexpdif
+DIV_OPS_PER_ELEM = 1                         # vdiv
+# VF 2, quantize_f32: per group, vmaxs (clamp amax) and two vdiv (scale = amax / 448 and
+# its inverse, the exact path); per 64-element vector vadds (index), vselr (broadcast the
+# inverse), vmul, vcvt fp32->fp8
+SCALE_SIMPLE_OPS_PER_GROUP = 1
+SCALE_DIV_OPS_PER_GROUP = 2
+QUANT_SIMPLE_OPS_PER_ELEM = 4
+
+
+@dataclass(frozen=True)
+class SwigluParams:
+    rows: int                        #: valid rows (tokens x their experts)
+    intermediate: int                #: I: output values per row (the input row is 2 I)
+    in_dtype: str = "bf16"
+    out_dtype: str = "fp8"
+    scale_block: int = 128           #: values per scale (TileKernels num_per_channels = 128)
+    sf_dtype: str = "fp32"           #: "fp32" or "ue8m0"
+    num_cores: int = 0               #: AI cores whose AIVs run it (0 = all)
+    stages: int = 3                  #: input/output row buffers per AIV (S3 num_stages = 3)
+
+    @property
+    def groups(self) -> int:
+        return self.intermediate // self.scale_block
+
+
+def _err(p: SwigluParams, msg: str) -> ScheduleError:
+    return ScheduleError(f"SwiGLU ({p.rows} rows x {p.intermediate}): {msg}")
+
+
+def _validate(chip: ChipSpec, p: SwigluParams) -> None:
+    if p.rows < 0:
+        raise _err(p, f"rows = {p.rows}: expected an integer >= 0.")
+    if p.in_dtype not in IN_DTYPES:
+        raise _err(p, f"in_dtype '{p.in_dtype}': expected one of {', '.join(IN_DTYPES)}.")
+    if p.out_dtype not in OUT_DTYPES:
+        raise _err(p, f"out_dtype '{p.out_dtype}': expected fp8 (TileKernels casts to e4m3).")
+    if p.sf_dtype not in SF_BYTES:
+        raise _err(p, f"sf_dtype '{p.sf_dtype}': expected one of {', '.join(SF_BYTES)}.")
+    if p.scale_block <= 0 or p.intermediate <= 0 or p.intermediate % p.scale_block:
+        raise _err(p, f"intermediate {p.intermediate} is not a positive multiple of "
+                      f"scale_block {p.scale_block}.")
+    if p.intermediate % 128:
+        raise _err(p, "intermediate must be a multiple of 128 (TileKernels asserts "
+                      "hidden % 128 == 0).")
+    if not 1 <= p.stages <= chip.sync.pipe_events_per_pair:
+        raise _err(p, f"stages = {p.stages}: expected 1..{chip.sync.pipe_events_per_pair} "
+                      f"(one event id per stage and pipe pair, facts 3.2).")
+    if not 0 <= p.num_cores <= chip.num_ai_cores:
+        raise _err(p, f"num_cores = {p.num_cores}: expected 0 (all) .. {chip.num_ai_cores}.")
+
+
+def _in_bytes(p: SwigluParams) -> int:
+    return DTYPE_BITS[p.in_dtype] // 8
+
+
+def row_bytes(p: SwigluParams) -> dict:
+    """GM bytes one row reads and writes."""
+    return {"read": 2 * p.intermediate * _in_bytes(p),
+            "write": p.intermediate * DTYPE_BITS[p.out_dtype] // 8 + p.groups * SF_BYTES[p.sf_dtype]}
+
+
+def vector_ops(p: SwigluParams) -> list[tuple[str, float, int, str]]:
+    """One row's vector work as (op class, element-ops, UB bytes, label), in issue order:
+    VF 1 (SwiGLU + amax) as its simple, special and div parts, then VF 2 (scale + cast)."""
+    i, g = p.intermediate, p.groups
+    cvt = CVT_OPS_PER_ELEM if p.in_dtype == "bf16" else 0
+    simple1 = (cvt + SWIGLU_SIMPLE_OPS_PER_ELEM + AMAX_OPS_PER_ELEM) * i
+    # VF 1 loads gate and up and stores the fp32 values; VF 2 loads them and stores fp8
+    ub1 = 2 * i * _in_bytes(p) + 4 * i
+    ub2 = 4 * i + i
+    return [("simple", simple1, ub1, "SwiGLU + amax (VF 1)"),
+            ("special", SPECIAL_OPS_PER_ELEM * i, 0, "exp (VF 1)"),
+            ("div", DIV_OPS_PER_ELEM * i, 0, "div (VF 1)"),
+            ("simple", QUANT_SIMPLE_OPS_PER_ELEM * i + SCALE_SIMPLE_OPS_PER_GROUP * g, ub2,
+             "scale + cast to FP8 (VF 2)"),
+            ("div", SCALE_DIV_OPS_PER_GROUP * g, 0, "scale, inverse (VF 2)")]
+
+
+def _vec_cycles(chip: ChipSpec, op_class: str, ops: float, ub: int) -> float:
+    """The engine's cost of one VecOp (facts 3.6): max(ops / class rate, UB bytes / 256)."""
+    v = chip.vector
+    return max(ops / v.ops_per_cycle[op_class], ub / v.ub_bandwidth_B_per_cycle)
+
+
+def _buffers(p: SwigluParams, unit: str) -> list[BufferUse]:
+    cols = -(-p.intermediate // ROW_ALIGN_ELEMS) * ROW_ALIGN_ELEMS
+    g64 = -(-p.groups // VECTOR_LANES) * VECTOR_LANES
+    per_stage = 2 * cols * _in_bytes(p) + cols * DTYPE_BITS[p.out_dtype] // 8
+    return [BufferUse(unit, "ub", f"gate + up + FP8 row x {p.stages} stages", p.stages * per_stage),
+            BufferUse(unit, "ub", "fp32 values", 4 * cols),
+            BufferUse(unit, "ub", "amax, inverse, scales", g64 * (4 + 4 + SF_BYTES[p.sf_dtype]))]
+
+
+def swiglu_schedule(chip: ChipSpec, p: SwigluParams) -> KernelSchedule:
+    """The AIV programs of one SwiGLU + cast; raises ScheduleError for what cannot run."""
+    _validate(chip, p)
+    cores = p.num_cores or chip.num_ai_cores
+    aivs = [f"aiv{i}" for i in range(chip.aiv_per_core)]
+    num_aivs = cores * len(aivs)
+    rb = row_bytes(p)
+    half = rb["read"] // 2
+    S = p.stages
+    # records shared by every row of every AIV (the engine resolves each distinct one once)
+    load_gate = isa.Copy("gm_to_ub", half, label="load gate row")
+    load_up = isa.Copy("gm_to_ub", half, label="load up row")
+    store_out = isa.Copy("ub_to_gm", p.intermediate * DTYPE_BITS[p.out_dtype] // 8, label="store FP8 row")
+    store_sf = isa.Copy("ub_to_gm", p.groups * SF_BYTES[p.sf_dtype], label="store scales")
+    ops = [isa.VecOp(n, cls, ub, label) for cls, n, ub, label in vector_ops(p)]
+    vf1, vf2 = ops[:3], ops[3:]
+    in_free_w = [isa.WaitFlag("v", "mte2", s) for s in range(S)]
+    in_full = [isa.SetFlag("mte2", "v", s) for s in range(S)]
+    in_full_w = [isa.WaitFlag("mte2", "v", s) for s in range(S)]
+    in_free = [isa.SetFlag("v", "mte2", s) for s in range(S)]
+    out_free_w = [isa.WaitFlag("mte3", "v", s) for s in range(S)]
+    out_full = [isa.SetFlag("v", "mte3", s) for s in range(S)]
+    out_full_w = [isa.WaitFlag("v", "mte3", s) for s in range(S)]
+    out_free = [isa.SetFlag("mte3", "v", s) for s in range(S)]
+    # one AIV's program for n rows is the first n rows of the longest one (the slot pattern
+    # repeats), so the per-pipe lists are built once and sliced
+    most = -(-p.rows // num_aivs) if p.rows else 0
+    mte2, vec, mte3 = [], [], []
+    marks = [(0, 0, 0)]
+    for i in range(most):
+        s = i % S
+        if i >= S:
+            mte2.append(in_free_w[s])
+        mte2 += (load_gate, load_up, in_full[s])
+        vec.append(in_full_w[s])
+        vec += vf1
+        vec.append(in_free[s])                  # gate/up consumed: MTE2 may refill the slot
+        if i >= S:
+            vec.append(out_free_w[s])
+        vec += vf2
+        vec.append(out_full[s])
+        mte3 += (out_full_w[s], store_out, store_sf, out_free[s])
+        marks.append((len(mte2), len(vec), len(mte3)))
+    progs = []
+    for c in range(cores):
+        prog = CoreProgram(c)
+        for a, unit in enumerate(aivs):
+            n = (p.rows - (c * len(aivs) + a) + num_aivs - 1) // num_aivs if p.rows else 0
+            if n <= 0:
+                continue
+            m2, mv, m3 = marks[n]
+            prog.pipes[(unit, "mte2")] = mte2[:m2]
+            prog.pipes[(unit, "v")] = vec[:mv]
+            prog.pipes[(unit, "mte3")] = mte3[:m3]
+            prog.buffers += _buffers(p, unit)
+        if prog.pipes:
+            progs.append(prog)
+    meta = {"kind": "swiglu", "rows": p.rows, "intermediate": p.intermediate,
+            "in_dtype": p.in_dtype, "scale_block": p.scale_block, "sf_dtype": p.sf_dtype,
+            "stages": S, "aivs": num_aivs, "rows_per_aiv_max": most,
+            "vector_cycles_per_row": sum(_vec_cycles(chip, o.op_class, o.ops, o.ub_bytes) for o in ops)}
+    sched = KernelSchedule(f"swiglu_{p.rows}x{p.intermediate}_{p.in_dtype}_to_{p.out_dtype}", progs, 0.0, meta)
+    sched.check_buffers(chip)
+    return sched
+
+
+def swiglu_roofline(chip: ChipSpec, p: SwigluParams) -> dict:
+    """Lower bounds in ns: GM bytes over HBM (and over L2), the vector work of the busiest
+    AIV at its class rates, and each AIV copy path at its rate; ``binds`` names the largest."""
+    _validate(chip, p)
+    cores = p.num_cores or chip.num_ai_cores
+    num_aivs = cores * chip.aiv_per_core
+    rb = row_bytes(p)
+    total = p.rows * (rb["read"] + rb["write"])
+    most = -(-p.rows // num_aivs) if p.rows else 0
+    f = chip.aiv_freq_GHz
+    f_path = chip.aic_freq_GHz                  # copy path rates are per AIC cycle (chip file)
+    per_row = sum(_vec_cycles(chip, c, n, ub) for c, n, ub, _ in vector_ops(p))
+    terms = {
+        "hbm_ns": total / chip.memory.hbm_bandwidth_GBps,
+        "l2_ns": total / chip.memory.l2_bandwidth_GBps,
+        "vector_ns": most * per_row / f,
+        "mte2_ns": most * rb["read"] / (chip.path("gm_to_ub").bandwidth_B_per_cycle * f_path),
+        "mte3_ns": most * rb["write"] / (chip.path("ub_to_gm").bandwidth_B_per_cycle * f_path),
+    }
+    binds = max(terms, key=lambda k: (terms[k], k))
+    return {**terms, "hbm_bytes": total, "bound_ns": terms[binds], "binds": binds[:-3]}

@@ -1,0 +1,119 @@
+"""SwiGLU + per-token FP8 cast on the AIVs (TileKernels, S3's Ascend port): its vector cost
+in closed form from the chip's rates (facts 1.2), the bound it meets at large m and which
+one binds, conservation of rows and bytes, the multi-buffered pipes (more stages are never
+slower; with a vector unit fast enough the run becomes memory-bound), and errors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simnode.config.topology import Topology
+from simnode.errors import ScheduleError
+from simnode.kernels import isa
+from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
+from simnode.workloads.chiprun import run_schedule
+
+
+def _run(chip, p):
+    return run_schedule(Topology("test", chip), swiglu_schedule(chip, p))
+
+
+def _faster_vector(chip, factor):
+    v = chip.vector
+    fast = dataclasses.replace(v, ops_per_cycle={k: r * factor for k, r in v.ops_per_cycle.items()})
+    return dataclasses.replace(chip, vector=fast)
+
+
+def test_vector_cycles_per_row_in_closed_form(chip):
+    """I = 2048 BF16, 16 groups of 128: VF 1 issues 6.75 simple element-ops per value (2 cvt,
+    add, mul, abs, and the amax cascade's 7 instructions per 256 values), one exp and one
+    div; VF 2 four simple ops per value, one per group, and two divs per group; at 51 simple,
+    8 special and 13 div ops per cycle (facts 1.2, S8)."""
+    i, g = 2048, 16
+    want = 6.75 * i / 51 + i / 8 + i / 13 + (4 * i + g) / 51 + 2 * g / 13
+    s = swiglu_schedule(chip, SwigluParams(64, i))
+    assert s.meta["vector_cycles_per_row"] == pytest.approx(want)
+    assert swiglu_roofline(chip, SwigluParams(64 * 64, i))["vector_ns"] == pytest.approx(
+        64 * want / chip.aiv_freq_GHz)
+
+
+def test_large_m_meets_its_bound_and_says_which_binds(chip):
+    """At 8192 rows of I = 2048 the three pipes overlap and the run lands on its bound. With
+    facts 1.2's rates the vector unit binds, not HBM: exp at 8 ops/cycle alone takes 256
+    cycles per row, HBM's share of a row (10.3 kB at 3.5 TB/s over 64 AIVs) ~160 cycles."""
+    p = SwigluParams(8192, 2048)
+    bound = swiglu_roofline(chip, p)
+    assert bound["binds"] == "vector"
+    assert bound["vector_ns"] > 2 * bound["hbm_ns"]
+    assert bound["hbm_bytes"] == 8192 * (2 * 2048 * 2 + 2048 + 16 * 4)
+    run = _run(chip, p)
+    assert bound["bound_ns"] <= run.makespan_ns <= bound["bound_ns"] * 1.01
+
+
+def test_with_a_fast_vector_unit_it_is_memory_bound(chip):
+    """A what-if vector unit 16x faster: the same schedule now streams, its time set by
+    memory (HBM or the AIVs' MTE2 path), within 5% of that bound: the row buffers keep MTE2
+    busy while V and MTE3 work on earlier rows."""
+    fast = _faster_vector(chip, 16)
+    p = SwigluParams(8192, 2048)
+    bound = swiglu_roofline(fast, p)
+    assert bound["binds"] in ("hbm", "mte2")
+    run = _run(fast, p)
+    assert bound["bound_ns"] <= run.makespan_ns <= bound["bound_ns"] * 1.05
+    one = _run(fast, dataclasses.replace(p, stages=1))
+    assert one.makespan_ns > run.makespan_ns * 1.2            # no overlap with one buffer
+
+
+def test_rows_and_bytes_are_conserved(chip):
+    """Every row is read once and written once, on one AIV; 1000 rows over 64 AIVs."""
+    p = SwigluParams(1000, 512, sf_dtype="ue8m0")
+    s = swiglu_schedule(chip, p)
+    loads = [i for prog in s.cores for (u, pipe), ins in prog.pipes.items() if pipe == "mte2"
+             for i in ins]
+    gate = sum(1 for i in loads if type(i) is isa.Copy and i.label == "load gate row")
+    assert gate == 1000
+    read = sum(i.size_bytes for i in loads if type(i) is isa.Copy)
+    wrote = sum(i.size_bytes for prog in s.cores for (u, pipe), ins in prog.pipes.items()
+                if pipe == "mte3" for i in ins if type(i) is isa.Copy)
+    assert read == 1000 * 2 * 512 * 2
+    assert wrote == 1000 * (512 + 4 * 1)                      # FP8 row + 4 UE8M0 scales
+    per_aiv = sorted(sum(1 for i in ins if type(i) is isa.Copy and i.label == "load gate row")
+                     for prog in s.cores for (u, pipe), ins in prog.pipes.items() if pipe == "mte2")
+    assert per_aiv[0] == 1000 // 64 and per_aiv[-1] == 1000 // 64 + 1 and len(per_aiv) == 64
+    assert swiglu_schedule(chip, SwigluParams(0, 512)).cores == []
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=st.integers(1, 400), i=st.sampled_from([128, 512, 2048, 3072]),
+       stages=st.integers(1, 4), cores=st.sampled_from([0, 1, 5]),
+       in_dtype=st.sampled_from(["bf16", "fp32"]))
+def test_swiglu_properties(chip, rows, i, stages, cores, in_dtype):
+    p = SwigluParams(rows, i, in_dtype, num_cores=cores, stages=stages)
+    s = swiglu_schedule(chip, p)
+    s.check(chip)
+    r = run_schedule(Topology("test", chip), s)
+    assert r.makespan_ns >= swiglu_roofline(chip, p)["bound_ns"] * (1 - 1e-9)
+    more = dataclasses.replace(p, stages=stages + 1)
+    assert _run(chip, more).makespan_ns <= r.makespan_ns * (1 + 1e-9)
+    assert run_schedule(Topology("test", chip), s).makespan_ns == r.makespan_ns
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(intermediate=200), "intermediate 200 is not a positive multiple of scale_block 128"),
+    (dict(intermediate=192, scale_block=64), "intermediate must be a multiple of 128"),
+    (dict(stages=9), "stages = 9: expected 1..8"),
+    (dict(in_dtype="fp8"), "in_dtype 'fp8': expected one of bf16, fp32"),
+    (dict(out_dtype="bf16"), "out_dtype 'bf16': expected fp8"),
+    (dict(sf_dtype="e8m0"), "sf_dtype 'e8m0': expected one of fp32, ue8m0"),
+    (dict(intermediate=32768), "UB of aiv0 overflows"),
+])
+def test_impossible_swiglu_is_rejected(chip, kw, message):
+    args = dict(rows=64, intermediate=2048)
+    args.update(kw)
+    with pytest.raises(ScheduleError) as info:
+        swiglu_schedule(chip, SwigluParams(**args))
+    assert message in str(info.value)
