@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simnode.config.chip import ChipSpec, chip_from_mapping
+from simnode.config import params
 from simnode.config.fields import Reader, load_yaml
 from simnode.errors import ConfigError
 
@@ -50,13 +51,10 @@ def load_topology_raw(path: str | Path) -> dict:
 
 
 def optional_keys() -> tuple[str, ...]:
-    """Dotted topology keys a file may leave out (they have defaults), which ``--set
-    topology.KEY=...`` may therefore add."""
-    from simnode.config.chip import PATH_NAMES
-    from simnode.network.spec import OPTIONAL_KEYS
-    return (("chip.memory.hbm_arbitration",)
-            + tuple(f"chip.paths.{p}.min_issue_interval_cycles" for p in PATH_NAMES)
-            + tuple(f"supernode.{k}" for k in OPTIONAL_KEYS))
+    """Dotted topology keys a file may leave out (their declarations give a default), which
+    ``--set topology.KEY=...`` may therefore add."""
+    from simnode.network.spec import SupernodeSpec
+    return params.optional_keys(ChipSpec, "chip.") + params.optional_keys(SupernodeSpec, "supernode.")
 
 
 def topology_from_mapping(data: dict, source: str) -> Topology:
