@@ -29,37 +29,43 @@ from simnode.moe.routing import iter_route_supernode, load_routing_file
 from simnode.progress import Progress
 from simnode.report.result import Result
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import link_util, with_num_ranks
+from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_util, with_num_ranks
 
 FIELDS = (
-    Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0),
-    Field("tokens_per_rank", "int", 16384, "tokens each rank dispatches", min_value=1),
-    Field("hidden", "int", 7168, "hidden size", min_value=128),
-    Field("top_k", "int", 6, "experts per token", min_value=1),
-    Field("num_experts", "int", 256, "routed experts", min_value=1),
+    Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
+          unit="ranks"),
+    Field("tokens_per_rank", "int", 16384, "tokens each rank dispatches", min_value=1, unit="tokens"),
+    Field("hidden", "int", 7168, "hidden size", min_value=128, unit="elements"),
+    Field("top_k", "int", 6, "experts per token", min_value=1, unit="experts"),
+    Field("num_experts", "int", 256, "routed experts", min_value=1, unit="experts"),
     Field("dispatch_dtype", "str", "fp8", "dispatch payload dtype", ("fp8", "bf16")),
     Field("combine_dtype", "str", "bf16", "combine payload dtype", ("bf16",)),
     Field("phase", "str", "both", "which kernels to run", ("both", "dispatch", "combine")),
     Field("routing", "str", "uniform", "routing policy", ("uniform", "zipf", "hot", "file")),
-    Field("zipf_exponent", "number", 1.0, "zipf routing exponent", min_value=0),
-    Field("hot_experts", "int", 4, "hot routing: experts 0..N-1 are hot", min_value=1),
-    Field("hot_share", "number", 0.25, "hot routing: share of all picks to hot experts", min_value=0),
+    Field("zipf_exponent", "number", 1.0, "zipf routing exponent", min_value=0, unit="1"),
+    Field("hot_experts", "int", 4, "hot routing: experts 0..N-1 are hot", min_value=1, unit="experts"),
+    Field("hot_share", "number", 0.25, "hot routing: share of all picks to hot experts", min_value=0,
+          max_value=1, unit="fraction"),
     Field("routing_file", "str", "", "routing trace (.npy or .npz) when routing = file"),
-    Field("seed", "int", 0, "routing seed", min_value=0),
-    Field("batch_window_ns", "number", 2000.0, "flow solver batching window (0 = exact)", min_value=0),
+    Field("seed", "int", 0, "routing seed (and jetty_fifo's jitter)", min_value=0, unit="1"),
+    Field("batch_window_ns", "number", 2000.0, "flow solver batching window: completions this close "
+          "are solved together (0 = exact)", min_value=0, max_value=MAX_BATCH_WINDOW_NS),
     Field("send_order", "str", "rank_peer", "sends as one train per (rank, peer), or as each "
           "Jetty's messages in order", SEND_ORDERS),
     Field("jetty_jitter_ns", "number", 0.0, "jetty_fifo: each Jetty starts after a seeded random "
           "delay below this", min_value=0),
-    Field("kernel_launch_ns", "number", doc="kernel launch + InitSocState", min_value=0),
-    Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0),
-    Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0),
+    Field("kernel_launch_ns", "number", doc="kernel launch + InitSocState", min_value=0, origin=""),
+    Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0, origin=""),
+    Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0,
+          origin=""),
     Field("slot_assign_ns_per_token", "number", doc="slot assignment per token of an AIV's range",
-          min_value=0),
-    Field("remote_store_ns", "number", doc="one round of SIMT remote stores or atomics", min_value=0),
+          min_value=0, origin=""),
+    Field("remote_store_ns", "number", doc="one round of SIMT remote stores or atomics", min_value=0,
+          origin=""),
     Field("barrier_ns", "number", doc="a cross-rank barrier's own work, before waiting for peers",
-          min_value=0),
-    Field("reduce_ops_per_element", "number", doc="vector ops per reduced BF16 element", min_value=0),
+          min_value=0, origin=""),
+    Field("reduce_ops_per_element", "number", doc="vector ops per reduced BF16 element", min_value=0,
+          unit="ops/element", origin=""),
 )
 
 _COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
@@ -248,4 +254,4 @@ def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
 
 
 KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
-                             needs_supernode=True, check=_topology_for))
+                             needs_supernode=True, check=_topology_for, records=(DeepEPCosts,)))

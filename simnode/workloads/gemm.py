@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import WorkloadKind, register
 
-FIELDS = (
-    Field("m", "int", doc="rows of A and C", min_value=1),
-    Field("n", "int", doc="columns of B and C", min_value=1),
-    Field("k", "int", doc="reduction length", min_value=1),
-    Field("dtype", "str", "bf16", "input dtype of A and B", ("bf16", "fp16", "fp8", "fp4")),
-    Field("out_dtype", "str", "bf16", "dtype of C", ("bf16", "fp16", "fp32")),
-    Field("block_m", "int", 0, "BLOCK_M (0 = heuristic)", min_value=0),
-    Field("block_n", "int", 0, "BLOCK_N (0 = heuristic)", min_value=0),
-    Field("block_k", "int", 0, "BLOCK_K per L1 stage (0 = heuristic)", min_value=0),
-    Field("l1_stages", "int", 0, "L1 buffering stages (0 = heuristic)", min_value=0),
-    Field("swizzle_rows", "int", 4, "block-rows per swizzle group", min_value=1),
-    Field("num_cores", "int", 0, "AI cores used (0 = all)", min_value=0),
-)
+FIELDS = params_of(GemmParams)
 
 
 #: the most tile steps (output tiles x K blocks) one GEMM run may simulate: 70x the

@@ -1,9 +1,11 @@
 """Workload kinds: one small registry (duplicate names are an error, unknown ones list
 the valid names).
 
-A ``WorkloadKind`` declares its fields (``Field``: name, type, default or required,
-allowed values, doc) and a ``run(topology, params, options) -> Result`` function.
-Fields are flat so ``--set name=value`` reaches any of them.
+A ``WorkloadKind`` declares its fields (``simnode.config.params.Param``: name, type,
+unit, range, default or required, doc, origin) and a ``run(topology, params, options) ->
+Result`` function. A kind whose kernel takes a parameter dataclass uses that class's
+declarations (``params_of(GemmParams)``), so each parameter is declared once; others list
+``Field(...)`` records. Fields are flat so ``--set name=value`` reaches any of them.
 """
 
 from __future__ import annotations
@@ -13,37 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from simnode.config.fields import Reader, did_you_mean
+from simnode.config.params import REQUIRED, Param
 from simnode.errors import ConfigError
 
-REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    type: str                    #: "int", "number", "bool", "str", "ints" (a list of int)
-    default: Any = REQUIRED
-    doc: str = ""
-    choices: tuple = ()
-    min_value: float | None = None
-
-    def read(self, r: Reader):
-        kw = {} if self.default is REQUIRED else {"default": self.default}
-        if self.type == "int":
-            return r.integer(self.name, min_value=self.min_value, **kw)
-        if self.type == "number":
-            return r.number(self.name, min_value=self.min_value, **kw)
-        if self.type == "bool":
-            return r.boolean(self.name, **kw)
-        if self.type == "ints":
-            return r.integer_list(self.name, min_value=self.min_value, **kw)
-        return r.string(self.name, choices=self.choices or None, **kw)
+#: a parameter of a flat list, for kinds whose parameters are not a dataclass:
+#: ``Field(name, type, default, doc, choices, min_value, max_value=, unit=, origin=)``
+Field = Param.flat
 
 
 @dataclass(frozen=True)
 class WorkloadKind:
     name: str
-    fields: tuple                                  #: Field records
+    fields: tuple                                  #: Param records
     run: Callable                                  #: run(topology, params: dict, options) -> Result
     doc: str = ""
     needs_supernode: bool = False
@@ -55,6 +38,9 @@ class WorkloadKind:
     #: fields holding file paths: relative ones given in a workload file resolve against
     #: that file's folder (those given with --set, against the current folder)
     path_fields: tuple = ()
+    #: plain records the kind fills from its parameters (DeepEP's costs): they hold no
+    #: defaults of their own, so the declaration here stays the only one (a test checks)
+    records: tuple = ()
 
     def all_fields(self, data: dict | None = None, source: str = "workload") -> tuple:
         if self.more_fields is None or data is None:
@@ -62,7 +48,7 @@ class WorkloadKind:
         return self.fields + tuple(self.more_fields(data, source))
 
     def optional_keys(self, data: dict | None = None, source: str = "workload") -> tuple[str, ...]:
-        return tuple(f.name for f in self.all_fields(data, source) if f.default is not REQUIRED)
+        return tuple(f.name for f in self.all_fields(data, source) if not f.required)
 
     def read_params(self, r: Reader) -> dict:
         return {f.name: f.read(r) for f in self.all_fields(r.data, r.source)}
@@ -73,7 +59,9 @@ class RunOptions:
     """How to run (tracing); not part of the workload's identity."""
     trace_path: str | None = None
     trace_scopes: list = field(default_factory=list)
-    progress: bool = False      #: a progress line on stderr for long runs (drawn on a terminal only)
+    #: a progress line on stderr for long runs: False = none, True = on a terminal only,
+    #: "always" = also when stderr is not a terminal (``--progress``)
+    progress: bool | str = False
 
 
 _KINDS: dict[str, WorkloadKind] = {}

@@ -16,6 +16,10 @@ from simnode.errors import ConfigError
 from simnode.network.spec import check_shape
 
 LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``
+#: the largest flow-solver batching window a supernode kind takes: a window delays each
+#: completion by up to its length, so beyond 100 us (~5% of an EP8 kernel's 1.5-3 ms) a
+#: result is off by more than the model's own error; 1e12 would stretch a run 460,000-fold
+MAX_BATCH_WINDOW_NS = 100_000.0
 
 
 def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"):

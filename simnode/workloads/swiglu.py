@@ -9,21 +9,13 @@ of them binds; tflops is 0 (no cube work).
 
 from __future__ import annotations
 
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
-from simnode.kernels.swiglu import IN_DTYPES, OUT_DTYPES, SF_BYTES, SwigluParams, swiglu_roofline, swiglu_schedule
+from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import WorkloadKind, register
 
-FIELDS = (
-    Field("rows", "int", doc="valid rows (routed tokens of the rank's experts)", min_value=0),
-    Field("intermediate", "int", doc="I: output values per row; a row reads 2 I (gate, up)", min_value=128),
-    Field("in_dtype", "str", "bf16", "dtype of the gate/up rows", IN_DTYPES),
-    Field("out_dtype", "str", "fp8", "dtype of the output rows (e4m3)", OUT_DTYPES),
-    Field("scale_block", "int", 128, "values per scale (TileKernels num_per_channels)", min_value=1),
-    Field("sf_dtype", "str", "fp32", "scale format: fp32 or one UE8M0 byte", tuple(SF_BYTES)),
-    Field("num_cores", "int", 0, "AI cores whose two AIVs run it (0 = all)", min_value=0),
-    Field("stages", "int", 3, "row buffers per AIV (S3 num_stages = 3)", min_value=1),
-)
+FIELDS = params_of(SwigluParams)
 
 #: the most rows one run may simulate: ~17 instructions per row, so 16.7 M records at the
 #: limit, which a run holds in memory with ~2 GB (the gemm kind's scale of limit)

@@ -8,21 +8,13 @@ the bottleneck pipe and reports rows per second; tflops is 0 (no cube work).
 from __future__ import annotations
 
 from simnode import units
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.topk import TopkParams, topk_schedule
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import WorkloadKind, register
 
-FIELDS = (
-    Field("rows", "int", doc="score rows (queries, or sampled sequences)", min_value=1),
-    Field("n", "int", doc="scores per row (KV length, or vocabulary size)", min_value=1),
-    Field("k", "int", doc="selected elements per row", min_value=1),
-    Field("algorithm", "str", "deepselect", "radix select or the sort baseline",
-          ("deepselect", "sort")),
-    Field("stages", "int", 4, "UB streaming slots for rows that do not stay resident",
-          min_value=1),
-    Field("num_aivs", "int", 0, "vector cores used (0 = all)", min_value=0),
-)
+FIELDS = params_of(TopkParams)
 
 
 #: the most scores one TopK run may scan (rows x n): 256x the 4096 x 8192 indexer case,

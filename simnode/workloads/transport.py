@@ -32,21 +32,27 @@ from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
 from simnode.report.result import Result
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import link_util, with_num_ranks
+from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_util, with_num_ranks
 
 PATTERNS = ("p2p", "ring", "alltoall")
 # a put WQE: 48 B header + one 16 B SGE = one 64 B WQEBB (facts 4.2 step 4's SQE layout)
 PUT_WQEBBS = 1
+#: the most put WQEs per (sender, peer): their engine time is one number per train, so this
+#: bounds no memory, only a WQE count that no transport benchmark approaches (S13 posts 1)
+MAX_MESSAGES_PER_PEER = 2 ** 30
 
 FIELDS = (
     Field("pattern", "str", "alltoall", "who sends to whom", PATTERNS),
-    Field("num_ranks", "int", 0, "ranks (0 = the topology's supernode.num_ranks)", min_value=0),
+    Field("num_ranks", "int", 0, "ranks (0 = the topology's supernode.num_ranks)", min_value=0,
+          unit="ranks"),
     Field("bytes_per_peer", "int", 32 * 2**20, "payload bytes each sender puts to each of its peers",
-          min_value=1),
-    Field("messages_per_peer", "int", 1, "put WQEs the bytes to one peer are split into", min_value=1),
-    Field("p2p_src", "int", 0, "p2p: the sending rank", min_value=0),
-    Field("p2p_dst", "int", 1, "p2p: the receiving rank", min_value=0),
-    Field("batch_window_ns", "number", 0.0, "flow solver batching window (0 = exact)", min_value=0),
+          min_value=1, unit="B"),
+    Field("messages_per_peer", "int", 1, "put WQEs the bytes to one peer are split into", min_value=1,
+          unit="WQEs", max_value=MAX_MESSAGES_PER_PEER),
+    Field("p2p_src", "int", 0, "p2p: the sending rank", min_value=0, unit="1"),
+    Field("p2p_dst", "int", 1, "p2p: the receiving rank", min_value=0, unit="1"),
+    Field("batch_window_ns", "number", 0.0, "flow solver batching window: completions this close "
+          "are solved together (0 = exact)", min_value=0, max_value=MAX_BATCH_WINDOW_NS),
 )
 
 
