@@ -29,7 +29,7 @@ from simnode.errors import SimnodeError
 
 #: further subcommands, one module each in simnode/commands/: ``register(subparsers)`` adds
 #: a parser whose ``func`` default runs it (returns the exit code)
-PLUGIN_COMMANDS: tuple[str, ...] = ("report", "regress")
+PLUGIN_COMMANDS: tuple[str, ...] = ("report", "regress", "describe")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -91,15 +91,8 @@ def cmd_run(args) -> int:
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
     from simnode.outdir import check_out_dir, split_series, write_run
-    sets = list(args.sets)
-    inputs = load_inputs(args.topology, args.workload, sets)
-    if args.seed is not None:
-        if "seed" not in {f.name for f in inputs.kind.fields}:
-            from simnode.errors import ConfigError
-            raise ConfigError("--seed", "seed", args.seed,
-                              f"a workload kind with a seed field ('{inputs.kind.name}' has none)")
-        sets.append(f"seed={args.seed}")
-        inputs = load_inputs(args.topology, args.workload, sets)
+    inputs = load_inputs(args.topology, args.workload, args.sets, seed=args.seed)
+    sets = list(inputs.sets)
     if args.trace_scope and args.trace is None:
         from simnode.errors import ConfigError
         raise ConfigError("--trace-scope", "trace-scope", args.trace_scope[0],

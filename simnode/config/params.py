@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
 from simnode.config.fields import Reader
@@ -168,6 +167,24 @@ def _plain(value):
     return value
 
 
+class FrozenMap(dict):
+    """A read-only mapping that pickles (a ``MappingProxyType`` does not), for the mapping
+    parameters of frozen specs (``chip.cube.macs_per_cycle``, ``chip.paths``): a run spec
+    goes to worker processes whole."""
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a parameter mapping is read-only")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only
+    __ior__ = _read_only
+
+    def __reduce__(self):
+        return (FrozenMap, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({dict.__repr__(self)})"
+
+
 # -- declaring ------------------------------------------------------------------------------
 
 _PARAM, _SECTION = "simnode.param", "simnode.section"
@@ -280,7 +297,7 @@ def read(cls, r: Reader, defaults: Mapping | None = None, skip: tuple = ()) -> d
             for key in keys:
                 values[key] = dataclasses.replace(one, name=key).read(m)
             m.finish()
-            out[d.name] = MappingProxyType(values)
+            out[d.name] = FrozenMap(values)
         else:
             out[d.name] = d.read(r, defaults.get(d.name, REQUIRED))
     return out
@@ -301,7 +318,7 @@ def _read_section(d: Section, r: Reader):
         out[key] = d.cls(**kw)
         one.finish()
     s.finish()
-    return MappingProxyType(out)
+    return FrozenMap(out)
 
 
 def build(cls, r: Reader, **fixed):

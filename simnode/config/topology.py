@@ -34,9 +34,15 @@ class Topology:
 
 def load_topology_raw(path: str | Path) -> dict:
     """The file's mapping with a chip reference replaced by the referenced chip mapping."""
+    return load_topology_files(path)[0]
+
+
+def load_topology_files(path: str | Path) -> tuple[dict, str]:
+    """``load_topology_raw``'s mapping, and the file its ``chip`` section came from."""
     path = Path(path)
     data = load_yaml(path)
     chip = data.get("chip")
+    chip_file = str(path)
     if isinstance(chip, str):
         ref = path.parent / f"{chip}.yaml"
         if not ref.is_file():
@@ -47,7 +53,8 @@ def load_topology_raw(path: str | Path) -> dict:
             raise ConfigError(str(ref), "chip", "<missing>", "a 'chip:' section")
         data = dict(data)
         data["chip"] = chip_data["chip"]
-    return data
+        chip_file = str(ref)
+    return data, chip_file
 
 
 def optional_keys() -> tuple[str, ...]:

@@ -239,7 +239,7 @@ def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
     """Validate the ``supernode:`` section of a topology file into a ``SupernodeSpec``.
     A ``full_mesh`` has no switches: its switch and routing keys may be left out."""
     r = Reader(data, source, "supernode")
-    shape = r.string("shape", choices=SHAPES, default="clos")
+    shape = declared_param(SupernodeSpec, "shape").read(r)
     defaults = {}
     if shape == "full_mesh":             # no switches: these keys are not read, so giving
         for key in CLOS_ONLY_KEYS:       # one would mislead

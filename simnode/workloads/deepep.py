@@ -22,6 +22,7 @@ import dataclasses
 import numpy as np
 
 from simnode import units
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.moe.deepep import SEND_ORDERS, DeepEPCosts, DeepEPSim
 from simnode.moe.deepep_plan import DeepEPParams, build_plan
@@ -34,12 +35,7 @@ from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_util, with_num
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
           unit="ranks"),
-    Field("tokens_per_rank", "int", 16384, "tokens each rank dispatches", min_value=1, unit="tokens"),
-    Field("hidden", "int", 7168, "hidden size", min_value=128, unit="elements"),
-    Field("top_k", "int", 6, "experts per token", min_value=1, unit="experts"),
-    Field("num_experts", "int", 256, "routed experts", min_value=1, unit="experts"),
-    Field("dispatch_dtype", "str", "fp8", "dispatch payload dtype", ("fp8", "bf16")),
-    Field("combine_dtype", "str", "bf16", "combine payload dtype", ("bf16",)),
+    *params_of(DeepEPParams),         # tokens_per_rank, hidden, top_k, num_experts, dtypes
     Field("phase", "str", "both", "which kernels to run", ("both", "dispatch", "combine")),
     Field("routing", "str", "uniform", "routing policy", ("uniform", "zipf", "hot", "file")),
     Field("zipf_exponent", "number", 1.0, "zipf routing exponent", min_value=0, unit="1"),
