@@ -26,9 +26,8 @@ WORKLOAD = ROOT / "workloads" / "deepep-normal.yaml"       # the published confi
 
 def timed_sweep(ranks: list[int], **executor) -> tuple[float, list]:
     start_s = time.perf_counter()
-    rows = run_sweep(str(TOPOLOGY), str(WORKLOAD), {"num_ranks": ranks}, [], name="deepep-normal",
-                     progress=False, **executor)
-    return time.perf_counter() - start_s, [(point, r.to_dict()) for point, r in rows]
+    rows = run_sweep(str(TOPOLOGY), str(WORKLOAD), {"num_ranks": ranks}, [], progress=False, **executor)
+    return time.perf_counter() - start_s, [(point, r.to_dict()) for point, _, r in rows]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,12 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
+    from simnode.commands.executor import execute
+    from simnode.kernels.isa import PIPE_NAMES
+    from simnode.outdir import check_out_dir, write_run
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
-    from simnode.outdir import check_out_dir, split_series, write_run
     inputs = load_inputs(args.topology, args.workload, args.sets, seed=args.seed)
-    sets = list(inputs.sets)
     if args.trace_scope and args.trace is None:
         from simnode.errors import ConfigError
         raise ConfigError("--trace-scope", "trace-scope", args.trace_scope[0],
@@ -102,11 +103,10 @@ def cmd_run(args) -> int:
     if args.out is not None:
         check_out_dir(args.out, "run")
     opts = RunOptions(args.trace, args.trace_scope, progress=True)
-    result = inputs.run(opts, name=_name(args.workload))
-    shown, _ = split_series(result)        # link time series go to --out only
-    print(to_json(shown) if args.json else format_table(shown))
+    result = execute([inputs], jobs=1, progress=False, options=opts)[0]
+    print(to_json(result) if args.json else format_table(result, PIPE_NAMES))   # series: --out only
     if args.out is not None:
-        write_run(args.out, result, args.topology, args.workload, sets)
+        write_run(args.out, result, inputs)
     if args.trace is not None:
         _warn_if_heavy(args.trace)
     return 0
@@ -129,17 +129,17 @@ def _warn_if_heavy(path) -> None:
 def cmd_sweep(args) -> int:
     import json
 
-    from simnode.outdir import check_out_dir, split_series, write_sweep
+    from simnode.outdir import check_out_dir, write_sweep
     from simnode.sweep import format_sweep, parse_params, run_sweep
     params = parse_params(args.params)
     if args.out is not None:
         check_out_dir(args.out, "sweep")
     rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
-                     name=_name(args.workload), executor=args.executor, address=args.address)
+                     executor=args.executor, address=args.address)
     if args.out is not None:
         write_sweep(args.out, rows, params, args.topology, args.workload, args.sets)
     if args.json:
-        print(json.dumps([{"point": p, **split_series(r)[0].to_dict()} for p, r in rows], indent=2))
+        print(json.dumps([{"point": p, **r.to_dict()} for p, _, r in rows], indent=2))
     else:
         print(format_sweep(rows))
     return 0

@@ -25,7 +25,6 @@ from pathlib import Path
 from simnode.config.fields import Reader, did_you_mean, load_yaml
 from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
-from simnode.parallel import run_all
 from simnode.report.columns import align
 
 #: the checkout's root: relative topology and workload paths of a cases file start here
@@ -189,22 +188,21 @@ def _numeric(result: dict) -> list[str]:
 def run_cases(cases: list[Case], sets=(), jobs: int = 0) -> list[CaseResult]:
     """Check every case's inputs (files, ``set:`` entries, ``sets`` for all), then run them;
     relative paths are read from the repository root (``resolve``)."""
+    from simnode.commands.executor import execute
     from simnode.workloads.loader import load_inputs
     for s in sets:
         parse_assignment(s)                         # a malformed --set is the CLI's, not a case's
-    tasks = []
+    specs = []
     for c in cases:
         topology, workload = _paths(c)
-        task = (topology, workload, tuple(c.sets) + tuple(sets))
         try:
-            load_inputs(*task)
+            specs.append(load_inputs(topology, workload, list(c.sets) + list(sets)))
         except ConfigError as exc:
             raise in_entry(exc, c.where, c.key_path("set"), c.sets, sets) from None
-        tasks.append(task)
-    outs = run_all(tasks, jobs, [c.where for c in cases])
+    results = execute(specs, jobs, labels=[c.where for c in cases], title="validate")
     rows = []
-    for c, task in zip(cases, tasks):
-        out = outs[task]
+    for c, result in zip(cases, results):
+        out = result.to_dict()
         numeric = _numeric(out)
         if c.metric not in numeric:
             kind = (f"a numeric field of the run's JSON result ('{c.metric}' is "

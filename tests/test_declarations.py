@@ -96,6 +96,8 @@ def test_no_dataclass_redeclares_a_kinds_parameter_with_its_own_default(name):
         if fld in names and cls in built:
             by_class.setdefault((file, cls), []).append((fld, how))
     for (file, cls), fields in by_class.items():
+        if len(fields) < 2:             # a record that shares one name by chance (a result's seed)
+            continue
         second = [fld for fld, how in fields if how == "default"]
         assert not second, (f"{file}:{cls} declares {second} with defaults of its own beside "
                             f"the {name} kind's declaration: declare them with param() there, "

@@ -89,7 +89,7 @@ def test_update_writes_nothing_when_a_later_scenario_fails(cli, user_error, fold
     f = folder(_scenario("a-good"), _scenario("b-bad", set={"k": 1024}, tolerance={"makespan_nz": 0.1}))
     res = cli("regress", "--baselines", f, "--update", "--jobs", "1")
     user_error(res, f"{f / 'scenarios.yaml'}, scenario 'b-bad'",
-               "scenarios[1].tolerance.makespan_nz = '<not in the result>'", "makespan_ns, flops",
+               "scenarios[1].tolerance.makespan_nz = '<not in the result>'", "makespan_ns, bottleneck, bottleneck_util_frac, roofline_ns, flops",
                "Did you mean 'makespan_ns'?", nothing_ran=True)
     assert list(f.glob("*.json")) == [] and list(f.glob("*.tmp")) == []
 

@@ -10,9 +10,9 @@ them out). Facts 5.6 leaves open whether the Ascend benchmark counts them; upstr
 DeepEP V2's ``tests/ep/test_ep.py`` (deepseek-ai/DeepEP, whose API DeepEP-Ascend
 keeps) does unless ``--ignore-local-traffic`` is given, and its default is off -- with
 the wire bytes, the analytical
-bound, the simulated/bound ratio, the per-phase times and the hottest links, and
-``{kernel}_link_util``: every network link's busy fraction over time (``link_util``;
-large, so ``simnode.outdir`` moves it out of the printed result into network_util.json).
+bound, the simulated/bound ratio, the per-phase times and the hottest links: a kernel
+record each (``simnode.report.result``), and as series every network link's busy
+fraction over time and each rank's HBM and URMA ceiling (``link_series``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from simnode.moe.deepep import SEND_ORDERS, DeepEPCosts, DeepEPSim
 from simnode.moe.deepep_plan import DeepEPParams, build_plan
 from simnode.moe.routing import iter_route_supernode, load_routing_file
 from simnode.progress import Progress
-from simnode.report.result import Result
+from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_util, with_num_ranks
+from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_series, link_util, with_num_ranks
 
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
@@ -190,49 +190,55 @@ class _SimClock:
 
 
 def _result(name, topology, plan, runs, util) -> Result:
-    details = {"num_ranks": topology.supernode.num_ranks,
-               "routing_dest_ranks_per_token": float(plan.pair_tokens.sum() / plan.pair_tokens.shape[0]
-                                                     / plan.params.tokens_per_rank),
-               "byte_convention": "received tokens (self-rank included, as DeepEP's num_recv_tokens) "
-                                  "x logical bytes / kernel time"}
-    total_ns = 0.0
+    figures = [
+        fig("num_ranks", topology.supernode.num_ranks, "ranks", "EP ranks"),
+        fig("routing_dest_ranks_per_token", float(plan.pair_tokens.sum() / plan.pair_tokens.shape[0]
+                                                   / plan.params.tokens_per_rank), "ranks/token",
+            "distinct destination ranks of a token (its top-k experts' ranks)"),
+        fig("byte_convention", "received tokens (self-rank included, as DeepEP's num_recv_tokens) "
+                               "x logical bytes / kernel time", "", "how the kernels' GBps count bytes")]
+    kernels, series = [], []
     hbm_util = 0.0
     bottleneck = ""
     worst = -1.0
     for kind, pr in runs.items():
-        k = pr.kernel_ns
-        g = pr.GBps
-        total_ns += float(k.mean())
-        details[f"{kind}_ns"] = float(k.mean())
-        details[f"{kind}_GBps"] = float(g.mean())
-        details[f"{kind}_GBps_min"] = float(g.min())
-        details[f"{kind}_GBps_max"] = float(g.max())
-        details[f"{kind}_network_GBps"] = float(pr.network_GBps.mean())
-        details[f"bound_{kind}_ns"] = pr.bound_ns
-        details[f"{kind}_sim_over_bound"] = float(k.mean() / pr.bound_ns) if pr.bound_ns else 0.0
-        details[f"{kind}_logical_bytes_per_token"] = pr.logical_bytes_per_token
-        details[f"{kind}_recv_tokens_mean"] = float(pr.recv_tokens.mean())
-        details[f"{kind}_recv_remote_tokens_mean"] = float(pr.recv_remote_tokens.mean())
-        details[f"{kind}_wire_bytes"] = pr.wire_bytes
-        details[f"{kind}_phases_us"] = {n: round(units.ns_to_us(b - a), 3)
-                                        for n, (a, b) in pr.ranks[0].phases.items()}
-        details[f"{kind}_hottest_links"] = [{"link": n, "bytes": b, "util_frac": round(u, 4)}
-                                            for n, b, u in pr.hottest]
-        details[f"{kind}_chip_util_frac"] = pr.resources
-        details[f"{kind}_chip_busiest"] = pr.busiest
+        k, g = pr.kernel_ns, pr.GBps
         miss, stall = _what_if_stalls(topology.supernode, plan, kind)
-        details[f"{kind}_urma_context_miss_frac"] = miss
-        details[f"{kind}_urma_wqe_stall_ns"] = stall
-        details[f"{kind}_solver_recomputes"] = pr.solver_recomputes
-        details[f"{kind}_link_util"] = util[kind]
-        hbm_util = max(hbm_util, pr.resources["hbm"])
         cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
         cands += [(u, pr.busiest[res]) for res, u in pr.resources.items()]
+        k_util, k_label = -1.0, ""
         for u, label in cands:                  # ties (equal to float noise): the first
-            if round(u, 9) > round(worst, 9):
-                worst, bottleneck = u, f"{label} ({kind})"
-    return Result(name, "deepep", total_ns, 0.0, 0.0, bottleneck, {}, 0.0, 0.0, 0.0, 0.0, 0.0,
-                  hbm_util, sum(pr.bound_ns for pr in runs.values()), details)
+            if round(u, 9) > round(k_util, 9):
+                k_util, k_label = u, label
+        if round(k_util, 9) > round(worst, 9):
+            worst, bottleneck = k_util, f"{k_label} ({kind})"
+        hbm_util = max(hbm_util, pr.resources["hbm"])
+        kernels.append(KernelRecord(kind, float(k.mean()), pr.bound_ns, k_label, k_util, (
+            fig("GBps", float(g.mean()), "GB/s", "received tokens x logical bytes / kernel time, mean "
+                "over ranks (byte_convention)", headline=True),
+            fig("GBps_min", float(g.min()), "GB/s", "the slowest rank's GBps"),
+            fig("GBps_max", float(g.max()), "GB/s", "the fastest rank's GBps"),
+            fig("network_GBps", float(pr.network_GBps.mean()), "GB/s",
+                "GBps without the rank's own tokens (they never cross the network)", headline=True),
+            fig("logical_bytes_per_token", pr.logical_bytes_per_token, "B/token", "logical bytes of one record"),
+            fig("recv_tokens_mean", float(pr.recv_tokens.mean()), "tokens", "records a rank receives, "
+                "its own included"),
+            fig("recv_remote_tokens_mean", float(pr.recv_remote_tokens.mean()), "tokens",
+                "records a rank receives from other ranks"),
+            fig("wire_bytes", pr.wire_bytes, "B", "bytes on the wire, headers included"),
+            fig("phases_us", {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in pr.ranks[0].phases.items()},
+                "us", "the first rank's phases"),
+            fig("hottest_links", [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in pr.hottest],
+                "", "the busiest links: bytes and busy fraction of the kernel time"),
+            fig("chip_util_frac", pr.resources, "fraction", "busy share of the busiest rank's chip resources"),
+            fig("chip_busiest", pr.busiest, "", "which rank's resource that is"),
+            fig("urma_context_miss_frac", miss, doc="what-if: WQE share missing the peer-context cache"),
+            fig("urma_wqe_stall_ns", stall, doc="what-if: engine stall per WQE"),
+            fig("solver_recomputes", pr.solver_recomputes, "solves", "rate solves of the flow network"))))
+        series += link_series(kind, util[kind])
+    figures.append(fig("hbm_util_frac", hbm_util, doc="the busiest rank's HBM busy share, either kernel"))
+    return Result(name, "deepep", sum(k.time_ns for k in kernels), bottleneck, tuple(kernels),
+                  tuple(figures), tuple(series), roofline_ns=sum(pr.bound_ns for pr in runs.values()))
 
 
 def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:

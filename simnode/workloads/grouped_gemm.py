@@ -22,6 +22,7 @@ from simnode.errors import ConfigError
 from simnode.kernels.grouped_gemm import (CUBE_DTYPE, GroupedGemmParams, grouped_gemm_roofline,
                                           grouped_gemm_schedule)
 from simnode.moe.routing import experts_per_rank, iter_route_supernode
+from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import WorkloadKind, register
 
@@ -134,12 +135,15 @@ def run(topology, params: dict, options=None, name: str = "grouped_gemm"):
              "tokens_max": max(counts)}
     if "decode_ns" in bound:
         extra["bound_decode_ns"] = bound["decode_ns"]
-    result, chip_run = chip_kind_result(name, "grouped_gemm", topology, sched, options, bound, extra)
-    span = chip_run.makespan_ns
     computed = 2.0 * sched.meta["rows_computed"] * p.n * p.k
-    result.details["useful_tflops"] = result.tflops
-    result.details["computed_tflops"] = units.tflops(computed, span) if span else 0.0
-    return result
+
+    def tflops(run):
+        span = run.makespan_ns
+        return [fig("useful_tflops", units.tflops(sched.flops, span), "TFLOPS",
+                    "the routed rows' FLOPs / makespan (tflops)"),
+                fig("computed_tflops", units.tflops(computed, span) if span else 0.0, "TFLOPS",
+                    "every computed row's FLOPs, padding included, / makespan")]
+    return chip_kind_result(name, "grouped_gemm", topology, sched, options, bound, extra, after=tflops)[0]
 
 
 KIND = register(WorkloadKind("grouped_gemm", FIELDS, run,

@@ -12,6 +12,7 @@ again (a tile program is imported where it runs, by its resolved path).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,11 +57,15 @@ class RunSpec:
         return (self.topology_path, self.workload_path, self.sets)
 
     def run(self, options=None, name: str | None = None):
-        """The kind's result; an impossible or deadlocked schedule names the workload."""
+        """The kind's result, recording the seed it ran with (kinds with a seed field); an
+        impossible or deadlocked schedule names the workload."""
         try:
-            return self.kind.run(self.topology, self.params, options, name=name or self.name)
+            result = self.kind.run(self.topology, self.params, options, name=name or self.name)
         except (ScheduleError, DeadlockError) as exc:
             raise _in_workload(exc, self.workload_source) from None
+        if "seed" in self.params:
+            result = dataclasses.replace(result, seed=self.params["seed"])
+        return result
 
     def build(self):
         """The kind's (params, schedule) without running it; errors as ``run``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
+from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import WorkloadKind, register
 
@@ -49,11 +50,12 @@ def run(topology, params: dict, options=None, name: str = "swiglu"):
     bound = swiglu_roofline(topology.chip, p)
     extra = {f"bound_{k}": bound[k] for k in ("vector_ns", "mte2_ns", "mte3_ns")}
     extra["bound_binds"] = bound["binds"]
-    result, chip_run = chip_kind_result(name, "swiglu", topology, sched, options, bound, extra)
-    span = chip_run.makespan_ns
-    result.details["gm_bytes"] = bound["hbm_bytes"]
-    result.details["achieved_GBps"] = bound["hbm_bytes"] / span if span else 0.0
-    return result
+    def achieved(run):
+        span = run.makespan_ns
+        return [fig("gm_bytes", bound["hbm_bytes"], "B", "GM bytes read and written"),
+                fig("achieved_GBps", bound["hbm_bytes"] / span if span else 0.0,
+                    doc="GM bytes / makespan", headline=True)]
+    return chip_kind_result(name, "swiglu", topology, sched, options, bound, extra, after=achieved)[0]
 
 
 KIND = register(WorkloadKind("swiglu", FIELDS, run,

@@ -2,7 +2,7 @@
 
 Runs ``rows`` rows of ``n`` fp32 scores on every AIV of one chip with the DeepSelect
 radix-select schedule or the sort-based baseline (``algorithm``). The result names
-the bottleneck pipe and reports rows per second; tflops is 0 (no cube work).
+the bottleneck pipe and reports rows per second; its flops are 0 (no cube work).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from simnode import units
 from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.topk import TopkParams, topk_schedule
+from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import WorkloadKind, register
 
@@ -44,10 +45,11 @@ def build(topology, params: dict):
 
 def run(topology, params: dict, options=None, name: str = "topk"):
     p, sched = build(topology, params)
-    result, chip_run = chip_kind_result(name, "topk", topology, sched, options)
-    span_s = chip_run.makespan_ns / units.NS_PER_S
-    result.details["rows_per_s"] = p.rows / span_s if span_s else 0.0
-    return result
+    def rows_per_s(run):
+        span_s = run.makespan_ns / units.NS_PER_S
+        return [fig("rows_per_s", p.rows / span_s if span_s else 0.0, "rows/s", "rows selected per second",
+                    headline=True)]
+    return chip_kind_result(name, "topk", topology, sched, options, after=rows_per_s)[0]
 
 
 KIND = register(WorkloadKind("topk", FIELDS, run,

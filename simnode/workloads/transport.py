@@ -30,9 +30,9 @@ from simnode.moe.deepep_trace import DeepEPTracer
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
-from simnode.report.result import Result
+from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_util, with_num_ranks
+from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_series, link_util, with_num_ranks
 
 PATTERNS = ("p2p", "ring", "alltoall")
 # a put WQE: 48 B header + one 16 B SGE = one 64 B WQEBB (facts 4.2 step 4's SQE layout)
@@ -172,31 +172,36 @@ def _result(name, spec, params, peers, out) -> Result:
     cands = [(u, f"link {n}") for n, _, u in hottest[:1]]
     cands += [(u, out["chip_busiest"][res]) for res, u in out["chip_util"].items()]
     # the busiest, ties (equal to float noise) to the first in order: links, then chip resources
-    _, label = max(cands, key=lambda c: round(c[0], 9))
-    details = {
-        "num_ranks": spec.num_ranks, "pattern": params["pattern"], "senders": senders,
-        "bytes_per_peer": params["bytes_per_peer"], "messages_per_peer": params["messages_per_peer"],
-        "byte_convention": "payload bytes put / time of the slowest sender (headers and acks not counted)",
-        "transport_ns": t_ns,
-        "transport_GBps": per_rank,
-        "aggregate_GBps": total / t_ns,
-        "port_payload_limit_GBps": limit,
-        "transport_frac_of_port_limit": per_rank / limit,
+    util, label = max(cands, key=lambda c: round(c[0], 9))
+    figures = (
+        fig("num_ranks", spec.num_ranks, "ranks", "ranks of the supernode"),
+        fig("pattern", params["pattern"], "", "who sends to whom"),
+        fig("senders", senders, "ranks", "ranks that send"),
+        fig("bytes_per_peer", params["bytes_per_peer"], "B", "payload each sender puts to each peer"),
+        fig("messages_per_peer", params["messages_per_peer"], "WQEs", "puts each peer's bytes are split into"),
+        fig("byte_convention", "payload bytes put / time of the slowest sender (headers and acks not counted)",
+            "", "how transport_GBps counts bytes"),
+        fig("aggregate_GBps", total / t_ns, doc="all payload / time", headline=True),
+        fig("port_payload_limit_GBps", limit, doc="what a rank's ports carry of payload", headline=True),
         # the chip's URMA ceiling per direction, if the topology sets one (0 = none)
-        "urma_payload_limit_GBps": spec.urma_payload_GBps,
-        "transport_frac_of_rank_limit": per_rank / min(limit, spec.urma_payload_GBps or limit),
-        "bound_transport_ns": out["bound_ns"],
-        "transport_sim_over_bound": t_ns / out["bound_ns"],
-        "transport_wire_bytes": out["wire_bytes"],
-        "transport_phases_us": {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in out["phases"].items()},
-        "transport_hottest_links": [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in hottest],
-        "transport_chip_util_frac": out["chip_util"],
-        "transport_chip_busiest": out["chip_busiest"],
-        "transport_solver_recomputes": out["recomputes"],
-        "transport_link_util": out["util"],
-    }
-    return Result(name, "transport", t_ns, 0.0, 0.0, label, {}, 0.0, 0.0, 0.0,
-                  0.0, 0.0, out["chip_util"]["hbm"], out["bound_ns"], details)
+        fig("urma_payload_limit_GBps", spec.urma_payload_GBps, doc="the rank's URMA ceiling (0 = none)",
+            headline=True),
+        fig("hbm_util_frac", out["chip_util"]["hbm"], doc="the busiest rank's HBM busy share"))
+    kernel = KernelRecord("transport", t_ns, out["bound_ns"], label, util, (
+        fig("GBps", per_rank, "GB/s", "payload per sending rank / time (byte_convention)", headline=True),
+        fig("frac_of_port_limit", per_rank / limit, "fraction", "GBps / port_payload_limit_GBps"),
+        fig("frac_of_rank_limit", per_rank / min(limit, spec.urma_payload_GBps or limit), "fraction",
+            "GBps / the lower of the port and URMA limits"),
+        fig("wire_bytes", out["wire_bytes"], "B", "bytes on the wire, headers included"),
+        fig("phases_us", {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in out["phases"].items()}, "us",
+            "the first sender's phases"),
+        fig("hottest_links", [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in hottest], "",
+            "the busiest links: bytes and busy fraction of the run"),
+        fig("chip_util_frac", out["chip_util"], "fraction", "busy share of the busiest rank's chip resources"),
+        fig("chip_busiest", out["chip_busiest"], "", "which rank's resource that is"),
+        fig("solver_recomputes", out["recomputes"], "solves", "rate solves of the flow network")))
+    return Result(name, "transport", t_ns, label, (kernel,), figures,
+                  tuple(link_series("transport", out["util"])), roofline_ns=out["bound_ns"])
 
 
 KIND = register(WorkloadKind("transport", FIELDS, run, "put microbenchmark (p2p, ring, all-to-all) on a supernode",

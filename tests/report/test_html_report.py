@@ -16,6 +16,11 @@ import pytest
 
 from simnode.report.html import render_html, write_report
 from simnode.report.folder import load_folder
+from simnode.report.result import from_record
+
+
+def flat(record: dict) -> dict:
+    return from_record(record).to_dict()
 
 CHROMIUM = "/usr/bin/chromium"
 IMG_SRC = re.compile(r'<img [^>]*src="([^"]*)"')
@@ -42,13 +47,13 @@ def test_run_report_gemm(gemm_run_dir, cli):
     page = out.read_text()
     assert_self_contained(page)
     assert all(re.search(r"\(.+\)$", h) for h in headers(page)), headers(page)
-    assert "simulated / bound (ratio)" in headers(page) and "achieved (TFLOPS)" in headers(page)
+    assert "simulated / bound (ratio)" in headers(page) and "tflops (TFLOPS)" in headers(page)
     assert "bottleneck busy (% of makespan)" in headers(page)
-    result = json.loads((gemm_run_dir / "result.json").read_text())
+    result = flat(json.loads((gemm_run_dir / "result.json").read_text()))
     assert f"{result['makespan_ns'] / result['roofline_ns']:,.3f}" in page
     assert result["bottleneck"] in page
-    assert "busiest AIC pipe (pipe)" in headers(page)       # a GEMM runs no AIV pipe
-    assert "busiest AIV pipe (pipe)" not in headers(page)
+    assert "aic (text)" in headers(page)                    # busiest pipe per core kind: a GEMM runs no AIV
+    assert "aiv (text)" not in headers(page)
     aic = result["busiest_pipe_by_unit"]["aic"].replace(">", "&gt;")
     assert f'<td class="text">{aic}</td>' in page
     assert len(IMG_SRC.findall(page)) == 2                  # pipe bars and roofline position
@@ -61,25 +66,26 @@ def test_run_report_deepep(deepep_run_dir, tmp_path, cli):
     assert res.code == 0, res.err
     page = target.read_text()
     assert_self_contained(page)
-    result = json.loads((deepep_run_dir / "result.json").read_text())
+    result = flat(json.loads((deepep_run_dir / "result.json").read_text()))
     for kernel in ("dispatch", "combine"):
         assert f"{result[f'{kernel}_sim_over_bound']:,.3f}" in page
         assert f"{result[f'{kernel}_GBps']:,.1f}" in page
         for link in result[f"{kernel}_hottest_links"]:
             assert f">{link['link'].replace('>', '&gt;')}<" in page
-    assert "Hottest links" in page and "busy (% of kernel time)" in headers(page)
-    assert not any(h.startswith("busiest") for h in headers(page))   # no chip pipes in DeepEP
+        assert f"{kernel}: hottest_links" in page
+    assert "util_frac (%)" in headers(page) and "GBps (GB/s)" in headers(page)
+    assert "tflops (TFLOPS)" not in headers(page)            # DeepEP computes no FLOPs: absent
     assert all(re.search(r"\(.+\)$", h) for h in headers(page))
-    assert len(IMG_SRC.findall(page)) == 2                  # bandwidth vs EP and link heat map
+    assert len(IMG_SRC.findall(page)) == 2                  # link and chip utilization heat maps
 
 
 def test_sweep_report(deepep_sweep_dir):
     page = write_report(deepep_sweep_dir).read_text()
     assert_self_contained(page)
     assert "num_ranks (swept value)" in headers(page)
-    assert len(IMG_SRC.findall(page)) == 3                  # bandwidth vs EP + one heat map per point
+    assert len(IMG_SRC.findall(page)) == 5                  # figures vs EP size + two heat maps per point
     for p in load_folder(deepep_sweep_dir).points:
-        assert p.result["bottleneck"].replace(">", "&gt;") in page
+        assert p.result.bottleneck.replace(">", "&gt;") in page
     assert render_html(load_folder(deepep_sweep_dir)) == page   # deterministic
 
 
@@ -103,8 +109,8 @@ def test_folder_that_is_neither_run_nor_sweep_is_an_error(tmp_path, cli):
     ("result.json", "{not json", "invalid JSON at line 1 column 2"),
     ("result.json", "[1, 2]", "a JSON object holding a run result"),
     ("result.json", '{"kind": "gemm"}', "makespan_ns"),
-    ("network_util.json", '{"dispatch": {"bin_edges_ns": [0, 1], "links": {"a": [0.1, 0.2]}}}',
-     "one busy fraction per time bin (1)"),
+    ("series.json", '[{"name": "u", "kernel": "k", "unit": "fraction", "bin_edges_ns": [0, 1], '
+                    '"rows": {"a": [0.1, 0.2]}}]', "one value per time bin (1)"),
 ])
 def test_unreadable_run_json_is_an_error(gemm_run_dir, cli, name, text, expected):
     (gemm_run_dir / name).write_text(text)
@@ -217,7 +223,7 @@ def test_report_of_real_out_folders(tmp_path, cli):
     assert_self_contained(page)
     # bandwidth vs EP + per point a link heat map and a chip (HBM, URMA ceiling) heat map
     assert len(IMG_SRC.findall(page)) == 5
-    assert page.count("chip utilization num_ranks=") == 2
+    assert page.count('alt="chip_util num_ranks=') == 2 and page.count('alt="link_util num_ranks=') == 2
     res = cli("run", root / "topologies" / "ascend950dt.yaml", root / "workloads" / "gemm-bf16-4096x7168x16384.yaml",
               "--set", "m=256", "--set", "n=512", "--set", "k=1024", "--out", tmp_path / "gemm")
     assert res.code == 0, res.err
