@@ -30,7 +30,8 @@ from simnode.moe.routing import iter_route_supernode, load_routing_file
 from simnode.progress import Progress
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_series, link_util, with_num_ranks
+from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
+                                        with_num_ranks)
 
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
@@ -87,6 +88,8 @@ def _topology_for(topology, params, source: str = "workload"):
         raise ConfigError(source, "tokens_per_rank", params["tokens_per_rank"],
                           f"at most {MAX_TOKENS:,} tokens over all {ranks} ranks (tokens_per_rank x "
                           f"num_ranks): the routing and plan arrays of one run live in memory")
+    check_pairs(ranks * (ranks - 1), ranks, source if n else topology.source,
+                "num_ranks" if n else "supernode.num_ranks")
     _check_routing(params, ranks, source)
     if params["jetty_jitter_ns"] > 0 and params["send_order"] != "jetty_fifo":
         raise ConfigError(source, "jetty_jitter_ns", params["jetty_jitter_ns"],

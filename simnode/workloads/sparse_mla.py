@@ -9,11 +9,49 @@ bottleneck, the roofline bounds and the L2 hit fraction of the KV gathers.
 from __future__ import annotations
 
 from simnode.config.params import params_of
+from simnode.errors import ConfigError
 from simnode.kernels.sparse_mla import SparseMlaParams, sparse_mla_roofline, sparse_mla_schedule
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import WorkloadKind, register
 
 FIELDS = params_of(SparseMlaParams)
+
+
+#: the most pipeline blocks (items x ceil(top-k / b_topk), summed over the caches) and
+#: selected rows (items x top-k) one run may simulate: the default prefill (4096 queries,
+#: 64 heads, top-640) is 40,960 blocks and 2.6 M rows, ~640 MB and ~2.5 minutes on 2 cores;
+#: the limits are ~5x that, ~3 GB, under the 4 GiB a run may use (one run holds its whole
+#: schedule and the selected token ids in memory)
+MAX_BLOCKS = 200_000
+MAX_SELECTED_ROWS = 12_800_000
+
+
+def work(params: dict) -> tuple[int, int]:
+    """(pipeline blocks, selected rows) of a run, from its fields alone (no schedule)."""
+    if params["mode"] == "prefill":
+        queries, ks = params["n_q"], (params["topk"],)
+    else:
+        queries, ks = params["batch"] * params["s_q"], (params["topk_main"], params["topk_extra"])
+    items = queries * max(1, params["heads"] // max(1, params["heads_per_core"]))
+    blocks = items * sum(-(-k // params["b_topk"]) for k in ks)
+    return blocks, items * sum(ks)
+
+
+def _check(topology, params: dict, source: str) -> None:
+    """Refuse a run too large to hold in memory, before any work (the schedule's own checks
+    name the shapes it cannot tile)."""
+    blocks, rows = work(params)
+    sizes = ("n_q, heads, heads_per_core, topk, b_topk" if params["mode"] == "prefill"
+             else "batch, s_q, heads, heads_per_core, topk_main, topk_extra, b_topk")
+    values = tuple(params[k.strip()] for k in sizes.split(","))
+    if blocks > MAX_BLOCKS:
+        raise ConfigError(source, sizes, values,
+                          f"at most {MAX_BLOCKS:,} pipeline blocks (queries x head blocks x ceil(top-k / "
+                          f"b_topk) = {blocks:,}): one run holds its whole schedule in memory")
+    if rows > MAX_SELECTED_ROWS:
+        raise ConfigError(source, sizes, values,
+                          f"at most {MAX_SELECTED_ROWS:,} selected KV rows (queries x head blocks x top-k "
+                          f"= {rows:,}): one run holds its whole schedule in memory")
 
 
 def build(topology, params: dict):
@@ -30,4 +68,4 @@ def run(topology, params: dict, options=None, name: str = "sparse_mla"):
 
 KIND = register(WorkloadKind("sparse_mla", FIELDS, run,
                              "FlashMLA-style sparse MLA attention (prefill / decode) on one chip",
-                             build=build))
+                             build=build, check=_check))

@@ -50,6 +50,20 @@ def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"
 CHIP_SERIES = ("hbm", "urma_tx", "urma_rx")   # per-rank chip resources kept beside the links
 
 
+#: the most (sender, receiver) pairs with traffic one run may simulate: EP1024's all-to-all
+#: (1024 x 1023), which a DeepEP run takes 20 minutes and 3.8 GB for (benchmarks/README.md):
+#: every pair is a flow with its route, so memory grows with the pairs
+MAX_PAIRS = 1024 * 1023
+
+
+def check_pairs(pairs: int, num_ranks: int, source: str, key: str = "num_ranks") -> None:
+    """Refuse a run with more communicating pairs than ``MAX_PAIRS``, before any work."""
+    if pairs > MAX_PAIRS:
+        raise ConfigError(source, key, num_ranks,
+                          f"at most {MAX_PAIRS:,} communicating (sender, receiver) pairs ({pairs:,} at "
+                          f"{num_ranks} ranks): each is a flow with its route, held in memory")
+
+
 def link_series(kernel: str, util: dict) -> list:
     """``link_util``'s bins as two result series of ``kernel``: every link's busy fraction
     (``link_util``) and each rank's HBM and URMA ceiling (``chip_util``, rows "rankR.hbm")."""

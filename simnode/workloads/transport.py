@@ -32,7 +32,8 @@ from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import MAX_BATCH_WINDOW_NS, link_series, link_util, with_num_ranks
+from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
+                                        with_num_ranks)
 
 PATTERNS = ("p2p", "ring", "alltoall")
 # a put WQE: 48 B header + one 16 B SGE = one 64 B WQEBB (facts 4.2 step 4's SQE layout)
@@ -70,6 +71,9 @@ def _check(topology, params, source: str = "workload"):
     """The topology at the workload's num_ranks; p2p ranks must exist and differ."""
     topology = with_num_ranks(topology, params["num_ranks"], "transport", source)
     R = topology.supernode.num_ranks
+    pairs = {"p2p": 1, "ring": R}.get(params["pattern"], R * (R - 1))
+    check_pairs(pairs, R, source if params["num_ranks"] else topology.source,
+                "num_ranks" if params["num_ranks"] else "supernode.num_ranks")
     if params["pattern"] == "p2p":
         for key in ("p2p_src", "p2p_dst"):
             if params[key] >= R:
