@@ -130,7 +130,7 @@ def cmd_sweep(args) -> int:
     import json
 
     from simnode.outdir import check_out_dir, write_sweep
-    from simnode.sweep import format_sweep, parse_params, run_sweep
+    from simnode.commands.sweep import format_sweep, parse_params, run_sweep
     params = parse_params(args.params)
     if args.out is not None:
         check_out_dir(args.out, "sweep")

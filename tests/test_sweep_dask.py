@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from simnode.commands import executor
-from simnode.sweep import run_sweep
+from simnode.commands.sweep import run_sweep
 
 SUPERNODE = "topologies/atlas950-supernode.yaml"
 DEEPEP = "workloads/deepep-normal.yaml"
