@@ -12,7 +12,7 @@ import yaml
 
 from simnode.config.overrides import parse_assignment
 from simnode.errors import ConfigError
-from simnode.validate import REPO_ROOT, cases_path, load_cases
+from simnode.commands.validate import REPO_ROOT, cases_path, load_cases
 
 SMALL = {"m": 256, "n": 512, "k": 1024}
 

@@ -70,7 +70,7 @@ def cmd_regress(args) -> int:
                                  check_figures, check_writable, compare, format_rows, load_baseline,
                                  load_scenarios, resolve_figures, rows_json, select,
                                  write_baselines)
-    from simnode.validate import in_entry
+    from simnode.commands.validate import in_entry
     from simnode.workloads.loader import load_inputs
 
     if args.update and args.sets:

@@ -28,7 +28,7 @@ from simnode.errors import ConfigError
 from simnode.report.columns import align
 
 #: the checkout's root: relative topology and workload paths of a cases file start here
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CASES = REPO_ROOT / "validation" / "published.yaml"
 #: the cases file versions this reader understands
 VERSIONS = (1,)
