@@ -146,7 +146,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from simnode.regress import select
+    from simnode.commands.baselines import select
     from simnode.commands.validate import cases_json, cases_path, format_cases, load_cases, run_cases
     cases = select(load_cases(cases_path(args.cases)), args.only)
     rows = run_cases(cases, sets=args.sets, jobs=args.jobs)

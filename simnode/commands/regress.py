@@ -66,10 +66,10 @@ def baselines_folder(option: str | None) -> Path:
 
 def cmd_regress(args) -> int:
     from simnode.commands.executor import execute
-    from simnode.regress import (SCENARIOS_FILE, StaleFigures, baseline_path, baseline_record,
-                                 check_figures, check_writable, compare, format_rows, load_baseline,
-                                 load_scenarios, resolve_figures, rows_json, select,
-                                 write_baselines)
+    from simnode.commands.baselines import (SCENARIOS_FILE, StaleFigures, baseline_path,
+                                            baseline_record, check_figures, check_writable, compare,
+                                            format_rows, load_baseline, load_scenarios,
+                                            resolve_figures, rows_json, select, write_baselines)
     from simnode.commands.validate import in_entry
     from simnode.workloads.loader import load_inputs
 
