@@ -4,7 +4,7 @@
 runs one workload and prints its result as a table (or one JSON object).
 ``simnode sweep TOPOLOGY WORKLOAD --param FIELD=V1,V2 ...`` runs the grid in parallel
 processes and prints a table (``--json``: a list of result objects).
-``--out DIR`` (run and sweep) also writes the output folder of ``simnode.outdir``.
+``--out DIR`` (run and sweep) also writes the output folder of ``simnode.commands.outdir``.
 ``simnode validate`` runs every published case and prints model vs published (exit 1
 if any case leaves its tolerance; ``--json``: one object with a row per case).
 ``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one workload and print its result")
     _add_common(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
-    run.add_argument("--out", metavar="DIR", help="write result.json, config.json (simnode.outdir)")
+    run.add_argument("--out", metavar="DIR", help="write result.json, config.json (simnode.commands.outdir)")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file (gzip-compressed if FILE "
                           "ends in .gz; Perfetto opens both)")
     run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the grid is their cartesian product")
     sweep.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
     sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
-    sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ (simnode.outdir)")
+    sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ (simnode.commands.outdir)")
     sweep.add_argument("--executor", default="local", help="local (worker processes) or dask")
     sweep.add_argument("--address", metavar="HOST:PORT", help="dask scheduler (default: a local cluster)")
     val = sub.add_parser("validate", help="compare the model with every published figure")
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args) -> int:
     from simnode.commands.executor import execute
     from simnode.kernels.isa import PIPE_NAMES
-    from simnode.outdir import check_out_dir, write_run
+    from simnode.commands.outdir import check_out_dir, write_run
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import RunOptions
@@ -129,7 +129,7 @@ def _warn_if_heavy(path) -> None:
 def cmd_sweep(args) -> int:
     import json
 
-    from simnode.outdir import check_out_dir, write_sweep
+    from simnode.commands.outdir import check_out_dir, write_sweep
     from simnode.commands.sweep import format_sweep, parse_params, run_sweep
     params = parse_params(args.params)
     if args.out is not None:

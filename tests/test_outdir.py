@@ -1,4 +1,4 @@
-"""``simnode run/sweep --out DIR``: the folder layout of ``simnode.outdir`` (which the HTML
+"""``simnode run/sweep --out DIR``: the folder layout of ``simnode.commands.outdir`` (which the HTML
 report reads: the typed result, its series apart, the resolved configuration), the CSV
 columns of the flat view, DeepEP's link time series kept out of the printed result, the
 downsampling of that series, the TTY-only progress bar, and --out errors."""
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from simnode.outdir import flatten
+from simnode.commands.outdir import flatten
 from simnode.progress import Progress
 from simnode.report.result import from_record
 from simnode.workloads.supernode import link_util

@@ -4,7 +4,7 @@
 ({field: [values]}, empty for a run) and one ``PointData`` per run: its ``point``
 {field: value}, its typed ``result`` (``simnode.report.result.Result``, read from
 result.json with its series from series.json) and the result's flat view ``flat``.
-Layouts read (``simnode.outdir`` documents them):
+Layouts read (``simnode.commands.outdir`` documents them):
 
 - run:   DIR/result.json, DIR/config.json, [DIR/series.json]
 - sweep: DIR/sweep.json ({"params", "points": [{"point", "dir"}]}), and per point
