@@ -12,6 +12,8 @@ its row.
 
 from __future__ import annotations
 
+ORDER = 50
+
 import json
 from pathlib import Path
 

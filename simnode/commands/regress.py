@@ -22,6 +22,7 @@ from pathlib import Path
 from simnode.commands import jobs_count
 from simnode.errors import ConfigError
 
+ORDER = 70
 #: the baselines shipped with this checkout
 DEFAULT_BASELINES = Path(__file__).resolve().parents[2] / "traces" / "baselines"
 

@@ -8,6 +8,8 @@ paragraph naming the file or option (``simnode.report.html.write_report``)."""
 
 from __future__ import annotations
 
+ORDER = 60
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="write an HTML report of a run or sweep --out folder")

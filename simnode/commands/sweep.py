@@ -15,11 +15,54 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from simnode.commands import jobs_count
 from simnode.commands.executor import check_executor, execute
 from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
 from simnode.report.columns import align
 from simnode.units import ns_to_us
+
+
+ORDER = 20
+
+
+def register(subparsers) -> None:
+    from simnode.commands.run import add_inputs
+    sweep = subparsers.add_parser("sweep", help="run a grid of --param values in parallel")
+    add_inputs(sweep)
+    sweep.add_argument("--param", dest="params", action="append", default=[],
+                       metavar="FIELD=V1,V2,...", help="a swept field (as --set); repeatable: "
+                       "the grid is their cartesian product")
+    sweep.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
+    sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
+    sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ "
+                       "(simnode.commands.outdir)")
+    sweep.add_argument("--executor", default="local", help="local (worker processes) or dask")
+    sweep.add_argument("--address", metavar="HOST:PORT", help="dask scheduler (default: a local cluster)")
+    sweep.add_argument("--progress", action="store_true",
+                       help="draw the progress bar on stderr even when it is not a terminal")
+    sweep.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(args) -> int:
+    import json
+    import sys
+
+    from simnode.commands.outdir import check_out_dir, write_sweep
+    params = parse_params(args.params)
+    if args.out is not None:
+        check_out_dir(args.out, "sweep")
+    rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
+                     executor=args.executor, address=args.address,
+                     progress=True if args.progress else None,
+                     announce=lambda note: print(f"simnode: note: {note}", file=sys.stderr))
+    if args.out is not None:
+        write_sweep(args.out, rows, params, args.topology, args.workload, args.sets)
+    if args.json:
+        print(json.dumps([{"point": p, **r.to_dict()} for p, _, r in rows], indent=2))
+    else:
+        print(format_sweep(rows))
+    return 0
 
 
 def parse_params(specs: list[str]) -> dict[str, list]:
@@ -51,8 +94,10 @@ def grid(params: dict[str, list]) -> list[dict]:
 
 def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[str],
               jobs: int = 0, executor: str = "local", address: str | None = None,
-              progress: bool | None = None) -> list:
-    """Run every point of ``grid(params)``; ``progress`` None = a bar only on a terminal."""
+              progress: bool | None = None, announce=None) -> list:
+    """Run every point of ``grid(params)``; ``progress`` None = a bar only on a terminal;
+    ``announce(note)`` is told, before anything runs, of the longest point when it is far
+    above its kind's reference run."""
     from simnode.workloads.loader import load_inputs
     check_executor(executor, address)
     points = grid(params)
@@ -69,6 +114,12 @@ def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[
                 raise
             # the --set values passed alone, so the grid point is at fault: name --param
             raise ConfigError("--param", exc.key_path, exc.value, exc.expected, exc.hint) from None
+    if announce is not None:
+        long = [(p, s) for p, s in zip(points, specs) if s.cost_note()]
+        if long:
+            point, spec = max(long, key=lambda ps: ps[1].estimated_s())
+            where = ", ".join(f"{k}={v}" for k, v in point.items())
+            announce(f"{len(long)} of {len(points)} points are long; the longest ({where}): {spec.cost_note()}")
     results = execute(specs, jobs, executor, address, progress=progress, title="sweep")
     return [(p, s, r) for p, s, r in zip(points, specs, results)]
 

@@ -27,6 +27,34 @@ from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
 from simnode.report.columns import align
 
+ORDER = 30
+
+
+def register(subparsers) -> None:
+    from simnode.commands import jobs_count
+    val = subparsers.add_parser("validate", help="compare the model with every published figure")
+    val.add_argument("--cases", default=None, metavar="FILE",
+                     help="validation file (default: validation/published.yaml of this checkout)")
+    val.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                     help="an override applied to every case (e.g. a what-if on the hardware)")
+    val.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
+    val.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                     help="run only cases whose id matches this glob (deepep-*); repeatable")
+    val.add_argument("--json", action="store_true",
+                     help="print one JSON object (a row per case, then the summary); same exit code")
+    val.set_defaults(func=cmd_validate)
+
+
+def cmd_validate(args) -> int:
+    import json
+
+    from simnode.commands.baselines import select
+    cases = select(load_cases(cases_path(args.cases)), args.only)
+    rows = run_cases(cases, sets=args.sets, jobs=args.jobs)
+    print(json.dumps(cases_json(rows), indent=2) if args.json else format_cases(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
 #: the checkout's root: relative topology and workload paths of a cases file start here
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CASES = REPO_ROOT / "validation" / "published.yaml"

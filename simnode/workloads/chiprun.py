@@ -19,7 +19,7 @@ from simnode.hardware.chip import ChipRun, ChipSim
 from simnode.kernels import isa
 from simnode.progress import Progress
 from simnode.report.result import Figure, KernelRecord, Result, fig
-from simnode.workloads.registry import RunOptions
+from simnode.workloads.registry import ALWAYS, RunOptions
 
 
 def run_schedule(topology, schedule, options: RunOptions | None = None,
@@ -29,7 +29,8 @@ def run_schedule(topology, schedule, options: RunOptions | None = None,
     options = options or RunOptions()
     tracer = Tracer(options.trace_path, options.trace_scopes or None) if options.trace_path \
         else NULL_TRACER
-    clock = _ChipClock(label, bound_ns) if options.progress and bound_ns > 0 else None
+    clock = (_ChipClock(label, bound_ns, options.progress == ALWAYS) if options.progress and bound_ns > 0
+             else None)
     if clock is not None and not clock.bar.enabled:
         clock = None                        # not a terminal: no hook on the hot path
     try:
@@ -56,8 +57,9 @@ class _ChipClock:
     """Progress of a chip run on a terminal: simulated us against the roofline bound, redrawn
     once per 1% of the bound (the fluid share calls it on every rate change)."""
 
-    def __init__(self, label: str, bound_ns: float):
-        self.bar = Progress(max(1, round(bound_ns / 1000)), f"{label}, simulated/bound us")
+    def __init__(self, label: str, bound_ns: float, always: bool = False):
+        self.bar = Progress(max(1, round(bound_ns / 1000)), f"{label}, simulated/bound us",
+                            enabled=True if always else None)
         self.step_ns = bound_ns / 100
         self.next_ns = 0.0
 

@@ -29,7 +29,7 @@ from simnode.moe.deepep_plan import DeepEPParams, build_plan
 from simnode.moe.routing import iter_route_supernode, load_routing_file
 from simnode.progress import Progress
 from simnode.report.result import KernelRecord, Result, fig
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import ALWAYS, Field, Reference, WorkloadKind, register
 from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
                                         with_num_ranks)
 
@@ -98,6 +98,18 @@ def _topology_for(topology, params, source: str = "workload"):
     return topology
 
 
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: ~0.3 s, plus the routed tokens, plus the flows, one per (rank,
+    peer), whose solves cost more than in proportion (~flows^1.4; 10x as many for in-order
+    Jetties): EP8 ~0.5 s, EP128 ~5 s, EP256 24 s, EP1024 20 minutes (benchmarks/README.md)."""
+    ranks = params["num_ranks"] or topology.supernode.num_ranks
+    flows = ranks * (ranks - 1) * (10 if params["send_order"] == "jetty_fifo" else 1)
+    return 0.3 + 1.5e-6 * params["tokens_per_rank"] * ranks + 4.6e-6 * flows ** 1.4
+
+
+REFERENCE = Reference("DeepEP at EP8 (16384 tokens per rank)", 0.5)
+
+
 def _check_routing(params, num_ranks: int, source: str) -> None:
     """The routing arguments, checked before any work with the workload named in errors:
     the routing functions name no file, so their errors are re-raised under ``source``."""
@@ -157,7 +169,7 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
     show = options is not None and getattr(options, "progress", False)
     try:
         for kind in phases:
-            clock = _SimClock(f"EP{R} {kind}") if show else None
+            clock = _SimClock(f"EP{R} {kind}", show == ALWAYS) if show else None
             sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
                             tracer=tracer, send_order=params["send_order"],
                             jetty_jitter_ns=params["jetty_jitter_ns"], seed=params["seed"],
@@ -175,16 +187,18 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
 
 
 class _SimClock:
-    """A kernel's progress line (on a terminal only): simulated us against the analytical
-    bound, which the kernel cannot beat and typically passes by 5-25%."""
+    """A kernel's progress line (on a terminal, or always with --progress): simulated us
+    against the analytical bound, which the kernel cannot beat and typically passes by 5-25%."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, always: bool = False):
         self.label = label
+        self.always = always
         self.bar = None
 
     def __call__(self, now_ns: float, bound_ns: float) -> None:
         if self.bar is None:
-            self.bar = Progress(max(1, round(bound_ns / 1000)), f"{self.label}, simulated/bound us")
+            self.bar = Progress(max(1, round(bound_ns / 1000)), f"{self.label}, simulated/bound us",
+                                enabled=True if self.always else None)
         self.bar.update(int(now_ns / 1000))
 
     def close(self) -> None:
@@ -259,4 +273,5 @@ def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
 
 
 KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
-                             needs_supernode=True, check=_topology_for, records=(DeepEPCosts,)))
+                             needs_supernode=True, check=_topology_for, records=(DeepEPCosts,),
+                             cost=cost, reference=REFERENCE))

@@ -6,7 +6,7 @@ from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
 FIELDS = params_of(GemmParams)
 
@@ -16,16 +16,30 @@ FIELDS = params_of(GemmParams)
 MAX_TILE_STEPS = 4_000_000
 
 
+def tile_steps(params: dict) -> tuple[int, tuple]:
+    """Output tiles x K blocks at the heuristic's starting tiles (or the given ones), and the
+    tiles: the work a run simulates, known before its schedule is built."""
+    # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4
+    bits = {"bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}[params["dtype"]]
+    bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 256 * 8 // bits
+    return -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk), (bm, bn, bk)
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: the published GEMM's 3.5 s for its 16 x 28 x 128 tile steps."""
+    return tile_steps(params)[0] * 3.5 / 57344
+
+
+REFERENCE = Reference("the published 4096x7168x16384 BF16 GEMM", 3.5)
+
+
 def _check(topology, params: dict, source: str) -> None:
     """Reject a GEMM too large to simulate, or for more cores than the chip has, before
     building its schedule."""
     if params["num_cores"] > topology.chip.num_ai_cores:
         raise ConfigError(source, "num_cores", params["num_cores"],
                           f"at most the chip's {topology.chip.num_ai_cores} AI cores (0 = all)")
-    # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4
-    bits = {"bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}[params["dtype"]]
-    bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 256 * 8 // bits
-    steps = -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk)
+    steps, (bm, bn, bk) = tile_steps(params)
     if steps > MAX_TILE_STEPS:
         raise ConfigError(source, "m, n, k", (params["m"], params["n"], params["k"]),
                           f"at most {MAX_TILE_STEPS:,} tile steps (ceil(m/{bm}) x ceil(n/{bn}) x "
@@ -45,4 +59,4 @@ def run(topology, params: dict, options=None, name: str = "gemm"):
 
 
 KIND = register(WorkloadKind("gemm", FIELDS, run, "dense GEMM C = A x B on one chip",
-                             build=build, check=_check))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

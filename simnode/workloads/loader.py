@@ -74,6 +74,15 @@ class RunSpec:
         except (ScheduleError, DeadlockError) as exc:
             raise _in_workload(exc, self.workload_source) from None
 
+    def estimated_s(self) -> float:
+        """The run's estimated time in seconds of one core (0 if its kind gives none)."""
+        return self.kind.cost(self.topology, self.params) if self.kind.cost is not None else 0.0
+
+    def cost_note(self) -> str | None:
+        """One line announcing a run far above its kind's reference run, or None."""
+        from simnode.workloads.registry import cost_note
+        return cost_note(self.kind, self.topology, self.params)
+
     def resolved(self) -> dict:
         """The configuration the run reads, from the declarations (JSON-ready)."""
         topo = {"chip": declarations.resolved(self.topology.chip)}

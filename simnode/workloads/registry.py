@@ -41,6 +41,11 @@ class WorkloadKind:
     #: plain records the kind fills from its parameters (DeepEP's costs): they hold no
     #: defaults of their own, so the declaration here stays the only one (a test checks)
     records: tuple = ()
+    #: a run's estimated time in seconds of one core (a rough model of the kind's work):
+    #: cost(topology, params) -> float; with ``reference`` (a shipped run and its seconds),
+    #: a run far above the reference is announced before it starts (``cost_note``)
+    cost: Callable | None = None
+    reference: "Reference | None" = None
 
     def all_fields(self, data: dict | None = None, source: str = "workload") -> tuple:
         if self.more_fields is None or data is None:
@@ -52,6 +57,44 @@ class WorkloadKind:
 
     def read_params(self, r: Reader) -> dict:
         return {f.name: f.read(r) for f in self.all_fields(r.data, r.source)}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A kind's reference run (a shipped workload) and its time on one core, measured."""
+    label: str                   #: "the published 4096x7168x16384 BF16 GEMM"
+    seconds: float
+
+
+#: a run estimated at this many times its kind's reference run, and at least this long, is
+#: announced on stderr before it starts (off a terminal it would otherwise look like a hang)
+LONG_RUN_FACTOR = 10.0
+LONG_RUN_S = 60.0
+
+
+def cost_note(kind: WorkloadKind, topology, params: dict) -> str | None:
+    """One line announcing a run far above its kind's reference run, or None."""
+    if kind.cost is None or kind.reference is None:
+        return None
+    seconds = kind.cost(topology, params)
+    ratio = seconds / kind.reference.seconds
+    if ratio < LONG_RUN_FACTOR or seconds < LONG_RUN_S:
+        return None
+    return (f"this run is estimated at ~{ratio:,.0f}x the work of {kind.reference.label} "
+            f"(~{kind.reference.seconds:g} s of one core): expect ~{_duration(seconds)}; --progress "
+            f"draws its progress line even off a terminal")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.0f} hours"
+
+
+#: ``RunOptions.progress``: draw the progress line even when stderr is not a terminal
+ALWAYS = "always"
 
 
 @dataclass

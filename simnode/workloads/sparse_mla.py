@@ -12,7 +12,7 @@ from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.sparse_mla import SparseMlaParams, sparse_mla_roofline, sparse_mla_schedule
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
 FIELDS = params_of(SparseMlaParams)
 
@@ -35,6 +35,16 @@ def work(params: dict) -> tuple[int, int]:
     items = queries * max(1, params["heads"] // max(1, params["heads_per_core"]))
     blocks = items * sum(-(-k // params["b_topk"]) for k in ks)
     return blocks, items * sum(ks)
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: the default prefill's ~60 s for its 40,960 blocks (or selected
+    rows in blocks of 64, where blocks are few but long)."""
+    blocks, rows = work(params)
+    return max(blocks, rows / 64) * 60 / 40960
+
+
+REFERENCE = Reference("the default prefill (4096 queries, top-640)", 60)
 
 
 def _check(topology, params: dict, source: str) -> None:
@@ -68,4 +78,4 @@ def run(topology, params: dict, options=None, name: str = "sparse_mla"):
 
 KIND = register(WorkloadKind("sparse_mla", FIELDS, run,
                              "FlashMLA-style sparse MLA attention (prefill / decode) on one chip",
-                             build=build, check=_check))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

@@ -14,13 +14,21 @@ from simnode.errors import ConfigError
 from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
 from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
 FIELDS = params_of(SwigluParams)
 
 #: the most rows one run may simulate: ~17 instructions per row, so 16.7 M records at the
 #: limit, which a run holds in memory with ~2 GB (the gemm kind's scale of limit)
 MAX_ROWS = 1 << 20
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: workloads/swiglu.yaml's ~7 s for 98304 rows of 2 x 2048."""
+    return params["rows"] * params["intermediate"] * 7 / (98304 * 2048)
+
+
+REFERENCE = Reference("SwiGLU of 98304 rows x 2048", 7)
 
 
 def _check(topology, params: dict, source: str) -> None:
@@ -60,4 +68,4 @@ def run(topology, params: dict, options=None, name: str = "swiglu"):
 
 KIND = register(WorkloadKind("swiglu", FIELDS, run,
                              "SwiGLU + per-token FP8 cast on the AIVs (TileKernels)",
-                             build=build, check=_check))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

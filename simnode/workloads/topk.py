@@ -13,7 +13,7 @@ from simnode.errors import ConfigError
 from simnode.kernels.topk import TopkParams, topk_schedule
 from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
 FIELDS = params_of(TopkParams)
 
@@ -21,6 +21,14 @@ FIELDS = params_of(TopkParams)
 #: the most scores one TopK run may scan (rows x n): 256x the 4096 x 8192 indexer case,
 #: ~1.5 minutes and ~2 GB
 MAX_SCORES = 2 ** 33
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: workloads/topk-indexer.yaml's ~1 s for 4096 x 8192 scores."""
+    return params["rows"] * params["n"] / (4096 * 8192)
+
+
+REFERENCE = Reference("the indexer's top-512 of 8192 x 4096 rows", 1)
 
 
 def _check(topology, params: dict, source: str) -> None:
@@ -54,4 +62,4 @@ def run(topology, params: dict, options=None, name: str = "topk"):
 
 KIND = register(WorkloadKind("topk", FIELDS, run,
                              "per-row top-k selection on the AIVs (DeepSelect or sort baseline)",
-                             build=build, check=_check))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

@@ -31,7 +31,7 @@ from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
 from simnode.report.result import KernelRecord, Result, fig
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import Field, Reference, WorkloadKind, register
 from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
                                         with_num_ranks)
 
@@ -83,6 +83,17 @@ def _check(topology, params, source: str = "workload"):
                               f"a rank other than p2p_src ({params['p2p_src']}): a put to itself "
                               f"never reaches the network")
     return topology
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: ~0.4 s plus the flows, one per (sender, peer), ~flows^1.4 as
+    DeepEP's (an 8-rank all-to-all ~0.4 s, 128 ranks ~1 s)."""
+    ranks = params["num_ranks"] or topology.supernode.num_ranks
+    flows = {"p2p": 1, "ring": ranks}.get(params["pattern"], ranks * (ranks - 1))
+    return 0.4 + 1.2e-6 * flows ** 1.4
+
+
+REFERENCE = Reference("an 8-rank all-to-all", 0.4)
 
 
 class TransportSim:
@@ -209,4 +220,4 @@ def _result(name, spec, params, peers, out) -> Result:
 
 
 KIND = register(WorkloadKind("transport", FIELDS, run, "put microbenchmark (p2p, ring, all-to-all) on a supernode",
-                             needs_supernode=True, check=_check))
+                             needs_supernode=True, check=_check, cost=cost, reference=REFERENCE))
