@@ -8,12 +8,18 @@ depend on how long a full-size run takes.
 - ``write_sweep_dir(path, params, rows)``: a sweep folder from [(point, record, series)].
 - ``gemm_result``: result.json of a small GEMM run (a fresh dict).
 - ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``: ready-made folders.
+- ``browser``: a headless Chromium to open the report in (``find_browser``): found on the
+  machine, or the test is skipped with what to install, or fails when
+  ``SIMNODE_REQUIRE_BROWSER=1`` (CI, where the test command installs one as root).
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -89,3 +95,47 @@ def deepep_run_dir(tmp_path) -> Path:
 def deepep_sweep_dir(tmp_path) -> Path:
     rows = [({"num_ranks": n}, *run_result(SUPERNODE, DEEPEP, num_ranks=n, **SMALL_DEEPEP)) for n in (8, 16)]
     return write_sweep_dir(tmp_path / "sweep", {"num_ranks": [8, 16]}, rows)
+
+
+#: where a headless Chromium may be: $SIMNODE_BROWSER, then these names on PATH, then a
+#: user-level install by Playwright (``python -m playwright install chromium``, no root)
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+PLAYWRIGHT_GLOBS = ("~/.cache/ms-playwright/chromium-*/chrome-linux*/chrome",
+                    "~/.cache/ms-playwright/chromium_headless_shell-*/chrome-linux*/headless_shell")
+HOW_TO_GET_ONE = ("the report test opens the page in a headless Chromium and found none (looked for "
+                  "$SIMNODE_BROWSER, " + ", ".join(BROWSER_NAMES) + " on PATH, and Playwright's in "
+                  "~/.cache/ms-playwright). Install one: as root `apt-get install chromium`; without root "
+                  "`pip install playwright && python -m playwright install chromium`; or point "
+                  "SIMNODE_BROWSER at a Chrome or Chromium binary")
+
+
+def find_browser() -> str | None:
+    """The path of a headless-capable Chromium on this machine, or None."""
+    named = os.environ.get("SIMNODE_BROWSER")
+    if named:
+        return named if os.access(named, os.X_OK) else None
+    for name in BROWSER_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    for pattern in PLAYWRIGHT_GLOBS:
+        found = sorted(glob.glob(os.path.expanduser(pattern)))
+        if found:
+            return found[-1]
+    return None
+
+
+@pytest.fixture
+def browser_search():
+    """``find_browser`` and the message a missing browser gives, for tests of the search."""
+    return find_browser, HOW_TO_GET_ONE
+
+
+@pytest.fixture(scope="session")
+def browser() -> str:
+    path = find_browser()
+    if path is None:
+        if os.environ.get("SIMNODE_REQUIRE_BROWSER") == "1":
+            pytest.fail(HOW_TO_GET_ONE)
+        pytest.skip(HOW_TO_GET_ONE)
+    return path
