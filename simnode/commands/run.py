@@ -53,7 +53,7 @@ def cmd_run(args) -> int:
     from simnode.commands.executor import execute
     from simnode.commands.outdir import check_out_dir, write_run
     from simnode.errors import ConfigError
-    from simnode.kernels.isa import PIPE_NAMES
+    from simnode.instr.isa import PIPE_NAMES
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import ALWAYS, RunOptions

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from simnode.config.chip import DTYPE_BITS, ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTask, buffer_plan,
                                        core_program, dtype_bytes, fit_block_k, l0_k_step,
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,

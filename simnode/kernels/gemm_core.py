@@ -40,7 +40,7 @@ from typing import Hashable
 
 from simnode.config.chip import DTYPE_BITS, ChipSpec
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.schedule import BufferUse, CoreProgram
 
 MX_SCALE_K_PER_BYTE = 32     # one UE8M0 byte per 32 K-elements per row (pairs per 64, facts 1.1, S3)

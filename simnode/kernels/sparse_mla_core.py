@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.schedule import BufferUse
 
 #: KV row bytes per token by cache dtype (facts 2.2, S2 kv_cache_format.h).

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from simnode.config.chip import DTYPE_BITS, ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
 
 IN_DTYPES = ("bf16", "fp32")                 # TileKernels: x is bfloat16 or float32

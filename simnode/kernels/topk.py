@@ -28,9 +28,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from simnode.errors import ScheduleError
 from simnode.config.params import param
-from simnode.kernels import isa
+from simnode.errors import ScheduleError
+from simnode.instr import isa
 from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
 
 SCORE_BYTES = 4               # fp32 scores

@@ -24,7 +24,7 @@ import linecache
 import re
 
 from simnode.config.chip import ChipSpec
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile import dtypes
 from simnode.tile.regions import SCOPE_UNIT, Buffer, Phys, Tensor
 from simnode.tile.site import caller, fail

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from simnode.config.chip import DTYPE_BITS, GM_PATHS
-from simnode.kernels import isa
+from simnode.instr import isa
 
 
 def _durations(chip):

@@ -16,7 +16,7 @@ from simnode import units
 from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER, Tracer
 from simnode.hardware.chip import ChipRun, ChipSim
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.progress import Progress
 from simnode.report.result import Figure, KernelRecord, Result, fig
 from simnode.workloads.registry import ALWAYS, RunOptions

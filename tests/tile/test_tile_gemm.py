@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.workloads.loader import load_inputs
 
 REPO = Path(__file__).resolve().parents[2]
