@@ -31,7 +31,6 @@ _PREFIXES = sorted(((p, rank) for rank, (_, ps) in enumerate(LAYERS) for p in ps
 #: imports that break a layer until the module that causes it moves (issue 19 item D)
 PENDING: set = {
     ("simnode.config.topology", "simnode.network.spec"),
-    ("simnode.hardware.chip", "simnode.kernels.schedule"),
 }
 
 

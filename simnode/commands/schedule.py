@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 def cmd_schedule(args) -> int:
     from simnode.errors import ConfigError
-    from simnode.kernels.schedule import format_core
+    from simnode.instr.schedule import format_core
     from simnode.workloads.loader import load_inputs
     inputs = load_inputs(args.topology, args.workload, args.sets)
     if inputs.kind.build is None:

@@ -24,7 +24,7 @@ from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTas
                                        core_program, dtype_bytes, fit_block_k, l0_k_step,
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,
                                        tile_cost_cycles, ub_epilogue, up16)
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 
 __all__ = ["GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "choose_tiling",
            "gemm_roofline", "gemm_schedule", "with_overrides"]

@@ -47,7 +47,7 @@ from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB,
                                        fit_block_k, is_scaled, l0_k_step, l0c_split, max_l1_stages,
                                        stage_bytes, sub_tiles, swizzle, tile_cost_cycles, ub_epilogue,
                                        up16, live_sub_tiles)
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 
 LAYOUTS = ("contiguous", "masked")
 #: (activation dtype, weight dtype) -> the cube's input dtype. S3 get_gemm_dtype: BF16 x BF16,

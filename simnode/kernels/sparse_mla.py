@@ -34,7 +34,7 @@ from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels import sparse_mla_core as core
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 from simnode.kernels.sparse_mla_core import INDEX_BLOCK_TOKENS, KV_ROW_BYTES
 
 KV_DTYPES = ("bf16", "fp8", "fp4")

@@ -28,7 +28,7 @@ from simnode.config.chip import DTYPE_BITS, ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.instr import isa
-from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
+from simnode.instr.schedule import BufferUse, CoreProgram, KernelSchedule
 
 IN_DTYPES = ("bf16", "fp32")                 # TileKernels: x is bfloat16 or float32
 #: TileKernels swiglu_forward_and_per_token_cast asserts fmt == 'e4m3'

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.instr import isa
-from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
+from simnode.instr.schedule import BufferUse, CoreProgram, KernelSchedule
 
 SCORE_BYTES = 4               # fp32 scores
 OUT_BYTES_PER_ELEM = 8        # fp32 value + int32 index per selected element

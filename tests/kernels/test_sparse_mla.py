@@ -7,7 +7,7 @@ import pytest
 from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.kernels import sparse_mla_core as core
-from simnode.kernels.schedule import to_records
+from simnode.instr.schedule import to_records
 from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
                                         item_blocks, select_tokens, sparse_mla_schedule)
 
