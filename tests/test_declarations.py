@@ -19,7 +19,7 @@ import pytest
 from simnode.config import comments, params
 from simnode.config.chip import ChipSpec
 from simnode.config.params import Param
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 from simnode.workloads.registry import all_kinds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +132,7 @@ def test_every_parameter_a_kind_reads_is_declared(name):
 def test_the_topology_specs_are_read_only_through_their_declarations():
     keys = [k for k, _ in params.walk(ChipSpec, "chip.")] + [k for k, _ in params.walk(SupernodeSpec, "supernode.")]
     assert len(keys) == len(set(keys))
-    for module in ("config/chip.py", "config/topology.py", "network/spec.py"):
+    for module in ("config/chip.py", "config/topology.py", "config/supernode.py"):
         tree = ast.parse((PACKAGE / module).read_text())
         hand = [node.func.attr for node in ast.walk(tree)
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)

@@ -7,7 +7,7 @@ import json
 
 from simnode.config import comments, params
 from simnode.config.chip import ChipSpec
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 from simnode.workloads.registry import get_kind
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "simnode"
 
 #: bottom up; the first matching prefix (longest first) names a module's layer
@@ -27,12 +25,6 @@ LAYERS = (
 )
 _PREFIXES = sorted(((p, rank) for rank, (_, ps) in enumerate(LAYERS) for p in ps),
                    key=lambda pr: -len(pr[0]))
-
-#: imports that break a layer until the module that causes it moves (issue 19 item D)
-PENDING: set = {
-    ("simnode.config.topology", "simnode.network.spec"),
-}
-
 
 def layer(module: str) -> int:
     for prefix, rank in _PREFIXES:
@@ -73,7 +65,7 @@ def upward_imports() -> list[str]:
     for path in sorted(PACKAGE.rglob("*.py")):
         me = module_name(path)
         for target, line in imports(path):
-            if layer(target) > layer(me) and (me, target) not in PENDING:
+            if layer(target) > layer(me):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {me} ({LAYERS[layer(me)][0]}) "
                              f"imports {target} ({LAYERS[layer(target)][0]})")
     return found
@@ -81,13 +73,6 @@ def upward_imports() -> list[str]:
 
 def test_no_module_imports_a_layer_above_its_own():
     assert upward_imports() == []
-
-
-@pytest.mark.parametrize("importer, imported", sorted(PENDING))
-def test_each_pending_exception_is_still_needed(importer, imported):
-    path = PACKAGE.parent / (importer.replace(".", "/") + ".py")
-    assert imported in {t for t, _ in imports(path)}, \
-        f"{importer} no longer imports {imported}: remove it from PENDING"
 
 
 def test_the_walk_finds_an_upward_import(tmp_path, monkeypatch):

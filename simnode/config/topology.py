@@ -3,7 +3,7 @@
 A topology file holds ``chip:`` -- either the chip mapping itself or the name of a
 chip file in the same folder (``chip: ascend950dt`` reads ``ascend950dt.yaml``), so a
 supernode references its chip instead of copying it -- and, for a supernode, a
-``supernode:`` section read by ``simnode.network.spec.supernode_from_mapping``.
+``supernode:`` section read by ``simnode.config.supernode.supernode_from_mapping``.
 
 ``load_topology_raw`` resolves the chip reference into one raw mapping (so ``--set
 topology.chip.memory.hbm_bandwidth_GBps=...`` works on either kind of file);
@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from simnode.config.chip import ChipSpec, chip_from_mapping
 from simnode.config import params
+from simnode.config.chip import ChipSpec, chip_from_mapping
 from simnode.config.fields import Reader, load_yaml
+from simnode.config.supernode import SupernodeSpec, supernode_from_mapping
 from simnode.errors import ConfigError
 
 
@@ -25,7 +26,7 @@ from simnode.errors import ConfigError
 class Topology:
     source: str
     chip: ChipSpec
-    supernode: object = None      #: simnode.network.spec.SupernodeSpec, or None for one chip
+    supernode: SupernodeSpec | None = None      #: None for one chip
 
     @property
     def num_ranks(self) -> int:
@@ -60,7 +61,6 @@ def load_topology_files(path: str | Path) -> tuple[dict, str]:
 def optional_keys() -> tuple[str, ...]:
     """Dotted topology keys a file may leave out (their declarations give a default), which
     ``--set topology.KEY=...`` may therefore add."""
-    from simnode.network.spec import SupernodeSpec
     return params.optional_keys(ChipSpec, "chip.") + params.optional_keys(SupernodeSpec, "supernode.")
 
 
@@ -69,7 +69,6 @@ def topology_from_mapping(data: dict, source: str) -> Topology:
     chip = chip_from_mapping(r.raw("chip"), source)
     supernode = None
     if r.has("supernode"):
-        from simnode.network.spec import supernode_from_mapping
         supernode = supernode_from_mapping(r.raw("supernode"), source)
     r.finish()
     return Topology(source, chip, supernode)

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 from simnode.errors import ConfigError
-from simnode.network.spec import check_shape
+from simnode.config.supernode import check_shape
 from simnode.report.result import Series
 
 LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``

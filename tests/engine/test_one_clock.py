@@ -13,7 +13,7 @@ from simnode.hardware.chip import ChipSim
 from simnode.instr import isa
 from simnode.instr.schedule import CoreProgram, KernelSchedule
 from simnode.network.flows import FlowNetwork
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 from simnode.network.urma import RankEndpoints
 from tests.conftest import REPO_ROOT
 

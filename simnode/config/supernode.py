@@ -1,4 +1,4 @@
-"""Supernode network specification: the frozen record every network model reads.
+"""The supernode's schema: the frozen record every network model reads.
 
 ``SupernodeSpec`` describes the Clos network that joins the ranks (chips) of a
 supernode: port counts and rates, leaf/spine switch radix, oversubscription,
