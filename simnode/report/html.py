@@ -116,13 +116,14 @@ def _transposed(folder: ResultFolder, figures_of) -> str:
                 names.setdefault(f.name, f.unit)
     if not names:
         return ""
-    columns = [("figure", "name"), ("unit", "unit")] + [(p.label, "value") for p in folder.points]
+    columns = [("figure", "name"), ("unit", "text")] + [(p.label, "value") for p in folder.points]
     rows = []
     for name, unit in names.items():
         cells = [name, _shown_unit(unit)]
         for p in folder.points:
             f = next((f for f in figures_of(p) if f.name == name), None)
-            cells.append((_fmt(f.value, f.unit),) if f is not None else ("&ndash;",))
+            cells.append(("&ndash;",) if f is None else f.value if isinstance(f.value, str)
+                         else (_fmt(f.value, f.unit),))
         rows.append(cells)
     return _table(columns, rows)
 

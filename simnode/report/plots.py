@@ -77,18 +77,20 @@ def sweep_png(points, field: str, published=(), title: str = "") -> bytes:
     workload = points[0].result.workload
     for ax, unit in zip(axes, units_):
         names = [n for n, u in columns if u == unit]
+        color = {}
         for i, (others, pts) in enumerate(lines.items()):
             pts = sorted(pts, key=lambda q: q.point[field])
             for name in names:
                 with_it = [q for q in pts if name in q.flat]
                 if with_it:
-                    ax.plot([q.point[field] for q in with_it], [q.flat[name] for q in with_it],
-                            marker=markers[i % len(markers)],
-                            label=f"{name} (model{', ' + others if others else ''})")
+                    line, = ax.plot([q.point[field] for q in with_it], [q.flat[name] for q in with_it],
+                                    marker=markers[i % len(markers)],
+                                    label=f"{name} (model{', ' + others if others else ''})")
+                    color.setdefault(name, line.get_color())
         for q in published_for(published, workload, field, names):
             ax.errorbar([q["set"][field]], [q["published"]], yerr=[q["published"] * q["tolerance_frac"]],
-                        fmt="*", markersize=13, capsize=4, color="black",
-                        label=f"{q['metric']} (published, bar = tolerance)")
+                        fmt="*", markersize=13, capsize=4, color=color.get(q["metric"], "black"),
+                        markeredgecolor="black", label=f"{q['metric']} (published, bar = tolerance)")
             xs = sorted(set(xs) | {q["set"][field]})
         handles, labels = ax.get_legend_handles_labels()
         seen = dict(zip(labels, handles))              # one legend entry per label
