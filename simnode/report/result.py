@@ -35,7 +35,8 @@ The flat view, ``to_dict()``, is what ``--json``, results.csv, validation
 (validation/published.yaml) and regression baselines (traces/baselines/scenarios.yaml)
 read. It is derived, never declared: the header's fields and figures by name; for a
 ``prefixed`` kernel K its time as ``K_ns``, its bound as ``bound_K_ns``, time / bound as
-``K_sim_over_bound`` and each figure F as ``K_F`` (``dispatch_GBps``); a ``top`` kernel's
+``K_sim_over_bound``, its bottleneck as ``K_bottleneck`` (and ``K_bottleneck_util_frac``)
+and each figure F as ``K_F`` (``dispatch_GBps``); a ``top`` kernel's
 figures by their own names (``tflops``, ``l2_GBps``) and its bound as the header's
 ``roofline_ns``. A figure a kind does not compute is absent, never 0.
 
@@ -158,6 +159,11 @@ class Result:
                 d[f"bound_{k.name}_ns"] = _rounded(k.bound_ns, 5) if rounded else k.bound_ns
                 d[f"{k.name}_sim_over_bound"] = (_rounded(k.sim_over_bound, 5) if rounded
                                                  else k.sim_over_bound)
+            if k.bottleneck:
+                d[f"{k.name}_bottleneck"] = k.bottleneck
+            if k.bottleneck_util_frac is not None:
+                d[f"{k.name}_bottleneck_util_frac"] = (_rounded(k.bottleneck_util_frac, 5) if rounded
+                                                       else k.bottleneck_util_frac)
             for f in k.figures:
                 d[f"{k.name}_{f.name}"] = value(f)
         return d
@@ -340,6 +346,10 @@ def format_table(r: Result, pipe_names: Mapping | None = None) -> str:
         rows.append((f"{k.name}_ns", _show(k.time_ns)))
         if k.bound_ns:
             rows += [(f"bound_{k.name}_ns", _show(k.bound_ns)), (f"{k.name}_sim_over_bound", _show(k.sim_over_bound))]
+        if k.bottleneck:
+            busy = k.bottleneck_util_frac
+            rows.append((f"{k.name}_bottleneck", k.bottleneck + (f", {100 * busy:.1f}% busy" if busy is not None
+                                                                 else "")))
         rows += [row for f in k.figures for row in _figure_rows(f"{k.name}_{f.name}", f)]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
