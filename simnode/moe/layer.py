@@ -185,14 +185,14 @@ class MoELayerSim:
             blocks = expert_blocks(gp, grouped_tiling(chip, gp))
             flops = 2.0 * sum(counts) * n * k
             hbm = roof["hbm_ns"] * chip.memory.hbm_bandwidth_GBps
-            out.append((prefix + name, _with_hbm(prof.segments(units), hbm), flops,
+            out.append((prefix + name, profiles.with_hbm_bytes(prof.segments(units), hbm), flops,
                         sum(b.computed for b in blocks), sum(b.valid for b in blocks),
                         gemm_aiv and g_cores == 0))
             if name == "gemm1":
                 sp = SwigluParams(sum(counts), inter, num_cores=s_cores or chip.num_ai_cores)
                 sprof = profiles.swiglu_profile(chip, inter, s_cores or chip.num_ai_cores)
                 sroof = swiglu_roofline(chip, sp)
-                out.append((prefix + "swiglu", _with_hbm(sprof.segments(sp.rows),
+                out.append((prefix + "swiglu", profiles.with_hbm_bytes(sprof.segments(sp.rows),
                                                          sroof["hbm_bytes"]), 0.0, 0, 0,
                             s_cores == 0))
         return out
@@ -340,8 +340,10 @@ class MoELayerSim:
         def compute_and_return():
             yield from self._compute(r, self._shared(r, self.p.tokens_per_rank, True), rec)
             kern = self._expert_kernels(self._counts(plan, r), True)
-            slices = [[(n, [(ns / S, b / S) for ns, b in segs], f / S, c // S, v // S, lk)
-                       for n, segs, f, c, v, lk in kern]] * S
+            # chunk j carries rows [x j / S, x (j+1) / S) of each count: the chunks sum to it
+            part = lambda x, j: x * (j + 1) // S - x * j // S
+            slices = [[(n, [(ns / S, b / S) for ns, b in segs], f / S, part(c, j), part(v, j), lk)
+                       for n, segs, f, c, v, lk in kern] for j in range(S)]
             returned = []
             fill = env.process(sim.combine_fill(r, t))
             for j in range(S):
@@ -435,8 +437,3 @@ class MoELayerSim:
         return LayerRun(p, self.records, self.kernels, self.plans, self.fab, experts,
                         self.arrows)
 
-
-def _with_hbm(segments: list, hbm_bytes: float) -> list:
-    """The segments' time with ``hbm_bytes`` of HBM traffic spread over them in proportion."""
-    total = sum(ns for ns, _ in segments)
-    return [(ns, hbm_bytes * ns / total) for ns, _ in segments] if total > 0 else []

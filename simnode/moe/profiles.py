@@ -77,15 +77,24 @@ def fit(name: str, unit: str, runs: list[tuple[float, float, float, dict]]) -> K
                          dict(busy), bottleneck, (u1, u2))
 
 
+def with_hbm_bytes(segments: list, hbm_bytes: float) -> list:
+    """The segments' times with ``hbm_bytes`` of HBM traffic spread over them in proportion
+    to their time (a kernel's traffic taken from its roofline's unique bytes rather than from
+    the fit runs, whose experts and rows differ from the real shape's)."""
+    total = sum(ns for ns, _ in segments)
+    return [(ns, hbm_bytes * ns / total) for ns, _ in segments] if total > 0 else []
+
+
 def task(share: Share, hbm: int, segments: list[tuple[float, float]], hbm_user: int = -1):
     """Replay a profiled kernel on ``share`` (a SimPy generator): each segment is a transfer
-    of its ns of work at 1 unit/ns at most, using its bytes of the HBM resource ``hbm`` (and
-    of ``hbm_user``, an unlimited shadow that counts this kernel's HBM use, if >= 0)."""
+    of its HBM bytes over the HBM resource ``hbm`` (and ``hbm_user``, an unlimited shadow
+    that counts this kernel's HBM use, if >= 0), capped at the pace it has alone (bytes /
+    its uncontended ns). Its size is in bytes, as the other users of the HBM count theirs,
+    so a fair HBM compares like with like."""
     for ns, hbm_bytes in segments:
         if hbm_bytes > 0:
             res = (hbm,) if hbm_user < 0 else (hbm, hbm_user)
-            w = hbm_bytes / ns
-            yield share.start(ns, res, (w,) * len(res), cap=1.0)
+            yield share.start(hbm_bytes, res, cap=hbm_bytes / ns)
         else:                                # touches nothing shared: its pace alone
             yield share.env.timeout(ns)
 
@@ -122,11 +131,12 @@ def grouped_gemm_profile(chip, n: int, k: int, act_dtype: str, weight_dtype: str
 
 
 def gemm_units(chip, p) -> float:
-    """Waves of a grouped GEMM: its blocks (padding included) over its cores."""
+    """Waves of a grouped GEMM: its blocks (padding included) dealt to its cores, a partial
+    last wave counting as a whole one (its cores finish together with the others')."""
     from simnode.kernels.grouped_gemm import expert_blocks, grouped_tiling
     t = grouped_tiling(chip, p)
     blocks = len(expert_blocks(p, t)) * math.ceil(p.n / t.block_n)
-    return blocks / t.num_cores
+    return float(math.ceil(blocks / t.num_cores))
 
 
 def _run_grouped(chip, p) -> tuple[float, float, dict]:
