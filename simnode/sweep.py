@@ -162,15 +162,18 @@ def format_sweep(rows: list) -> str:
     if not rows:
         return "(no points)"
     keys = list(rows[0][0])
-    extra = [k for k, v in rows[0][1].details.items()
-             if isinstance(v, float) and (k.endswith("_GBps") or k.endswith("_sim_over_bound"))]
+    # the figures any point has (a fused MoE layer has no separate dispatch bandwidth)
+    extra = list(dict.fromkeys(
+        k for _, r in rows for k, v in r.details.items()
+        if isinstance(v, float) and (k.endswith("_GBps") or k.endswith("_sim_over_bound"))))
     header = keys + ["makespan_us"] + (["tflops"] if rows[0][1].flops else []) + extra + ["bottleneck"]
     table = [header]
     for point, r in rows:
         line = [str(point[k]) for k in keys] + [f"{ns_to_us(r.makespan_ns):.2f}"]
         if r.flops:
             line.append(f"{r.tflops:.1f}")
-        line += [f"{r.details[k]:.3f}" if k.endswith("bound") else f"{r.details[k]:.1f}" for k in extra]
+        line += ["-" if k not in r.details else f"{r.details[k]:.3f}" if k.endswith("bound")
+                 else f"{r.details[k]:.1f}" for k in extra]
         line.append(r.bottleneck)
         table.append(line)
     return align(table)

@@ -176,6 +176,11 @@ def check_result(path: Path, result: dict) -> None:
         _mapping(path, "pipe_busy_frac", result["pipe_busy_frac"], is_number, "busy fraction")
     if "busiest_pipe_by_unit" in result:
         _mapping(path, "busiest_pipe_by_unit", result["busiest_pipe_by_unit"], _is_text, "pipe name")
+    if "per_rank" in result:
+        per = result["per_rank"]
+        _need(path, "per_rank", per, isinstance(per, dict), "a mapping of per-rank number lists")
+        for key, values in per.items():
+            _number_list(path, f"per_rank.{key}", values, "one per rank")
     kind_kernels = NETWORK_KERNELS.get(result["kind"], ())
     for k in ALL_NETWORK_KERNELS:
         for template in KERNEL_NUMBER_FIELDS:

@@ -19,6 +19,9 @@
   point's height below it is the simulated/bound ratio (makespan_ns / roofline_ns).
   Kernels without flops (DeepEP) have no point here; their bound ratio is in the
   report's tables.
+- ``layer_breakdown_png(points)``: MoE layer runs (an EP size x overlap sweep), one
+  stacked bar each: the straggler's compute, exposed communication and imbalance wait.
+- ``rank_strip_png(point)``: one MoE layer run, the same split for every rank.
 
 Every function takes plain result dicts (``Result.to_dict()``) and returns PNG bytes;
 one with nothing to plot raises ``ValueError`` (``has_*`` tell beforehand).
@@ -275,5 +278,78 @@ def roofline_png(points, title: str = "") -> bytes:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(title or "position against the roofline bound")
+    fig.tight_layout()
+    return _png(fig)
+
+
+# -- (e) MoE layer: where the time goes ------------------------------------------------------
+
+#: a layer's time, split for its straggler (rank the others wait for) into what adds up to it
+LAYER_PARTS = (("compute_ns", "compute", "tab:blue"),
+               ("exposed_comm_ns", "exposed communication", "tab:orange"),
+               ("imbalance_wait_ns", "imbalance wait", "tab:gray"))
+
+
+def has_layer(points) -> bool:
+    return any(p.result.get("kind") == "moe_layer" and "compute_ns" in p.result for p in points)
+
+
+def layer_breakdown_png(points, title: str = "") -> bytes:
+    """One stacked bar per MoE-layer run (an EP size x overlap point of a sweep): the
+    straggler's compute, the communication not hidden behind it, and its wait for the other
+    ranks; the three add up to the layer's time."""
+    points = [p for p in points if p.result.get("kind") == "moe_layer" and "compute_ns" in p.result]
+    if not points:
+        raise ValueError("no MoE layer results to plot")
+    fig = Figure(figsize=(max(5.0, 0.7 * len(points) + 2.5), 4.4))
+    ax = fig.subplots()
+    x = np.arange(len(points))
+    bottom = np.zeros(len(points))
+    for key, label, color in LAYER_PARTS:
+        v = np.array([units.ns_to_us(p.result.get(key, 0.0)) for p in points])
+        ax.bar(x, v, 0.7, bottom=bottom, label=label, color=color)
+        bottom += v
+    ax.set_xticks(x, [p.label for p in points], rotation=35, ha="right", fontsize=7)
+    ax.set_ylabel("layer time (us)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def has_rank_strip(point) -> bool:
+    return isinstance(point.result.get("per_rank"), dict) and "compute_ns" in point.result["per_rank"]
+
+
+def rank_strip_png(point, title: str = "") -> bytes:
+    """Every rank's breakdown side by side (x = rank): compute, exposed communication and
+    barrier wait, the straggler marked; a rank with more routed rows computes longer and the
+    others wait for it."""
+    per = point.result.get("per_rank")
+    if not isinstance(per, dict) or "compute_ns" not in per:
+        raise ValueError("no per-rank breakdown to plot")
+    R = len(per["compute_ns"])
+    fig = Figure(figsize=(min(14.0, max(5.0, 0.09 * R + 3.0)), 3.6))
+    ax = fig.subplots()
+    x = np.arange(R)
+    bottom = np.zeros(R)
+    for key, label, color in LAYER_PARTS:
+        v = np.array([units.ns_to_us(t) for t in per.get(key, [0.0] * R)])
+        ax.bar(x, v, 0.85, bottom=bottom, label=label, color=color, linewidth=0)
+        bottom += v
+    s = point.result.get("straggler_rank")
+    if isinstance(s, int) and 0 <= s < R:
+        ax.annotate("straggler", (s, bottom[s]), xytext=(0, 8), textcoords="offset points",
+                    ha="center", fontsize=7, arrowprops={"arrowstyle": "-", "lw": 0.8})
+    ax.set_xlim(-0.6, R - 0.4)
+    ax.set_ylim(0, 1.12 * float(bottom.max()) if R else 1.0)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("time (us)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return _png(fig)

@@ -155,6 +155,12 @@ def _result(name: str, lr, params: dict) -> Result:
         "grouped_gemm_tflops": float(np.mean([units.tflops(f, t) for f, t in zip(flops, gemm_ns)])),
         "padding_frac": 1.0 - valid / computed if computed else 0.0,
         "phase_us": phase_us,
+        # every rank's breakdown (the report's per-rank strip): the straggler among its peers
+        "per_rank": {"compute_ns": [round(float(x), 1) for x in compute],
+                     "exposed_comm_ns": [round(float(x), 1) for x in exposed],
+                     "imbalance_wait_ns": [round(float(x), 1) for x in waits],
+                     "end_ns": [round(float(x), 1) for x in ends],
+                     "routed_rows": [int(x) for x in tokens]},
     }
     for kind in ("dispatch", "combine"):
         if gbps[kind]:

@@ -6,7 +6,8 @@ do not depend on how long a full-size run takes.
 - ``write_run_dir(path, result, network_util=None)``: a run folder.
 - ``write_sweep_dir(path, params, rows)``: a sweep folder from [(point, result, util)].
 - ``gemm_result``: result.json of a small GEMM run (a fresh dict).
-- ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``: ready-made folders.
+- ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``, ``layer_sweep_dir``: ready-made
+  folders.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ CHIP = REPO_ROOT / "topologies" / "ascend950dt.yaml"
 SUPERNODE = REPO_ROOT / "topologies" / "atlas950-supernode.yaml"
 GEMM = REPO_ROOT / "workloads" / "gemm-bf16-4096x7168x16384.yaml"
 DEEPEP = REPO_ROOT / "workloads" / "deepep-normal.yaml"
+LAYER = REPO_ROOT / "workloads" / "moe-layer.yaml"
 SMALL_GEMM = {"m": 256, "n": 512, "k": 1024}
 SMALL_DEEPEP = {"tokens_per_rank": 512}
 
@@ -100,3 +102,13 @@ def deepep_sweep_dir(tmp_path) -> Path:
         result = run_result(SUPERNODE, DEEPEP, num_ranks=n, **SMALL_DEEPEP)
         rows.append(({"num_ranks": n}, result, fake_network_util(result)))
     return write_sweep_dir(tmp_path / "sweep", {"num_ranks": [8, 16]}, rows)
+
+
+@pytest.fixture
+def layer_sweep_dir(tmp_path) -> Path:
+    """A small MoE layer sweep: EP4 x (sequential, fused), 256 tokens per rank."""
+    rows = []
+    for overlap in ("sequential", "fused"):
+        result = run_result(SUPERNODE, LAYER, num_ranks=4, tokens_per_rank=256, overlap=overlap)
+        rows.append(({"overlap": overlap}, result, None))
+    return write_sweep_dir(tmp_path / "layer", {"overlap": ["sequential", "fused"]}, rows)

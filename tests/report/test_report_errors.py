@@ -82,6 +82,18 @@ def test_network_result_field_of_another_type(deepep_run_dir, cli, error, change
     error(cli("report", deepep_run_dir), str(deepep_run_dir / "result.json"), *needles)
 
 
+@pytest.mark.parametrize("change, needles", [
+    (lambda r: r.update(per_rank=[1, 2]), ["per_rank = '<a JSON list of 2 items>'",
+                                           "a mapping of per-rank number lists"]),
+    (lambda r: r["per_rank"].update(compute_ns=[1.0, "x", 2.0, 3.0]),
+     ["per_rank.compute_ns[1] = 'x'", "a number (one per rank)"]),
+])
+def test_layer_result_field_of_another_type(layer_sweep_dir, cli, error, change, needles):
+    point = layer_sweep_dir / "points" / "001" / "result.json"
+    edit_json(point, change)
+    error(cli("report", layer_sweep_dir), str(point), *needles)
+
+
 # -- network_util.json ------------------------------------------------------------------------
 
 def _first_link(u):
