@@ -1,8 +1,8 @@
 """Chrome trace of a MoE layer run: every rank's streams on one time axis.
 
 ``write_trace(options, layer_run)`` writes one process per rank (``rankNNN``) with a
-``compute`` thread (its kernels: shared experts, GEMM 1, SwiGLU, GEMM 2, per micro-batch or
-chunk) and a ``comm`` thread (its DeepEP kernels, their phases, epilogues), counter tracks of
+``cube`` thread (its grouped GEMMs, per micro-batch or chunk, shared experts' included), a
+``vector`` thread (SwiGLU + cast on the AIVs the compute kernels hold) and a ``comm`` thread (its DeepEP kernels, their phases, epilogues), counter tracks of
 its HBM in use split by user (``hbm kernels``: its compute kernels; ``hbm comm``: URMA and
 the communication AIVs) as busy fractions of the HBM, a ``network`` process with a counter
 per link, and, in fused mode, arrows from a dispatch chunk leaving its source to the expert
@@ -29,11 +29,13 @@ def _write(tr: Tracer, lr) -> None:
     tids = []
     for r, rec in enumerate(lr.ranks):
         pid = tr.process(f"rank{r:03d}")
-        comp = tr.thread(pid, f"rank{r:03d}.compute")
+        comp = tr.thread(pid, f"rank{r:03d}.cube")
+        vec = tr.thread(pid, f"rank{r:03d}.vector")
         comm = tr.thread(pid, f"rank{r:03d}.comm")
-        tids.append((pid, comp, comm))
+        tids.append((pid, comp, comm, vec))
         for sp in sorted(rec.spans, key=lambda s: (s.start_ns, s.stream, s.name)):
-            tid = comp if sp.stream == "compute" else comm
+            # the compute stream's kernels one at a time: GEMMs on the cubes, SwiGLU on the AIVs
+            tid = comm if sp.stream != "compute" else comp if "gemm" in sp.name else vec
             if tid is not None:
                 tr.span(pid, tid, sp.name, sp.start_ns, sp.end_ns - sp.start_ns)
         if comm is not None:
@@ -46,8 +48,8 @@ def _write(tr: Tracer, lr) -> None:
     names = share.names
     index = {n: i for i, n in enumerate(names)}
     for r in range(R):
-        pid, comp, _ = tids[r]
-        if comp is None:
+        pid, comp, comm, vec = tids[r]
+        if comp is None and comm is None and vec is None:      # the rank is out of scope
             continue
         hbm, kern = index[f"rank{r}.hbm"], index[f"rank{r}.hbm_kernels"]
         # the shadow counts kernel bytes against an unlimited capacity: as a share of the HBM
@@ -60,7 +62,7 @@ def _write(tr: Tracer, lr) -> None:
             _counter(tr, npid, f"util {names[res]}", edges, util[:, res])
     fid = 0
     for src, dst, sent, arrived, chunk in lr.arrows:
-        (sp, _, sc), (dp, dc, _) = tids[src], tids[dst]
+        (sp, _, sc, _), (dp, dc, _, _) = tids[src], tids[dst]
         if sc is None or dc is None:
             continue
         start = [s.start_ns for s in lr.ranks[dst].spans

@@ -121,3 +121,27 @@ def test_json_result_carries_the_layer_figures():
                 "padding_frac", "dispatch_GBps", "combine_GBps", "phase_us"):
         assert key in d
     assert set(d["phase_us"]["mb0.gemm1"]) == {"mean", "max"}
+
+
+def test_fused_trace_has_rank_tracks_hbm_split_and_arrival_arrows(tmp_path):
+    """One process per rank (cube, vector, comm threads), HBM split into kernels and
+    communication, the network's links, and arrows that end no earlier than they start."""
+    from simnode.workloads.registry import RunOptions
+    path = tmp_path / "layer.json"
+    inp = load_inputs(TOPOLOGY, LAYER, ["tokens_per_rank=512", "num_ranks=4", "overlap=fused"])
+    inp.kind.run(inp.topology, inp.params, RunOptions(trace_path=str(path)), name="layer")
+    events = json.loads(path.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and "name" in e.get("args", {})}
+    for r in range(4):
+        assert {f"rank{r:03d}", f"rank{r:03d}.cube", f"rank{r:03d}.vector",
+                f"rank{r:03d}.comm"} <= names
+    assert "network" in names
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert {"util hbm kernels", "util hbm comm"} <= counters
+    spans = [e for e in events if e["ph"] == "X"]
+    assert any("gemm1" in e["name"] for e in spans) and any("swiglu" in e["name"] for e in spans)
+    starts = {e["id"]: e["ts"] for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e["ts"] for e in events if e["ph"] == "f"}
+    assert starts and starts.keys() == ends.keys()
+    assert all(ends[i] >= starts[i] for i in starts)
