@@ -36,6 +36,7 @@ GemmType::Normal).
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from dataclasses import dataclass
 
@@ -52,6 +53,8 @@ LAYOUTS = ("contiguous", "masked")
 #: (activation dtype, weight dtype) -> the cube's input dtype. S3 get_gemm_dtype: BF16 x BF16,
 #: FP8 x FP8, and FP8 x packed FP4, whose B is dequantized to FP8 before the cube (dequant_b)
 CUBE_DTYPE = {("bf16", "bf16"): "bf16", ("fp8", "fp8"): "fp8", ("fp8", "fp4"): "fp8"}
+#: S3 dtype_to_cd_kernel_type: BF16 or FP32 C (an FP8 C needs the QuantizeToFP8 epilogue and
+#: its scale output, not modeled here)
 OUT_DTYPES = ("bf16", "fp32")
 #: S3 Runtime::kMkAlignment: the m-grouped contiguous layout aligns each expert's segment,
 #: and fixes BLOCK_M, to 256 (make_gemm_candidate rejects any other BLOCK_M)
@@ -81,6 +84,12 @@ class GroupedGemmParams:
     l1_stages: int = 0           #: 0 = as many as fit (<= 4 with scales)
     swizzle_rows: int = 4        #: block-rows per swizzle group (facts 3.5)
     num_cores: int = 0           #: 0 = every AI core of the chip
+
+    def __post_init__(self):
+        # counts may come as NumPy integers (routing); keep plain ints (hashing, JSON meta)
+        object.__setattr__(self, "m_per_expert", tuple(
+            int(m) if isinstance(m, numbers.Integral) and not isinstance(m, bool) else m
+            for m in self.m_per_expert))
 
     @property
     def cube_dtype(self) -> str:

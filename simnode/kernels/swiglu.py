@@ -22,6 +22,7 @@ bound, vector-compute bound, the AIV copy paths, and which binds). Pure: no SimP
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from simnode.config.chip import DTYPE_BITS, ChipSpec
@@ -66,6 +67,10 @@ class SwigluParams:
     sf_dtype: str = "fp32"           #: "fp32" or "ue8m0"
     num_cores: int = 0               #: AI cores whose AIVs run it (0 = all)
     stages: int = 3                  #: input/output row buffers per AIV (S3 num_stages = 3)
+
+    def __post_init__(self):
+        if isinstance(self.rows, numbers.Integral) and not isinstance(self.rows, bool):
+            object.__setattr__(self, "rows", int(self.rows))   # NumPy counts -> plain int (JSON meta)
 
     @property
     def groups(self) -> int:
