@@ -221,12 +221,22 @@ def ub_epilogue(chip: ChipSpec, t: GemmTiling, out_dtype: str, num_blocks: int) 
 
 
 def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t: GemmTiling,
-                 epilogue: UbEpilogue | None = None, dequant: DequantB | None = None) -> None:
+                 epilogue: UbEpilogue | None = None, dequant: DequantB | None = None,
+                 loads: dict | None = None) -> None:
     """Append one core's instructions for ``tasks`` (``BlockTask`` records, in issue order).
     ``dtype`` is the cube's input dtype (fp8 under ``dequant``). Identical records are one
     shared (frozen) object: a GEMM repeats a few hundred distinct flags, MMADs and L1->L0
-    copies millions of times, and the engine resolves each distinct record once."""
+    copies millions of times, and the engine resolves each distinct record once. ``loads``:
+    the GM->L1 tile loads already built, shared by the cores of one kernel (every core that
+    works on row block mb loads the same A tiles)."""
     mmads, l0copies, shared = {}, {}, {}
+    loads = {} if loads is None else loads
+
+    def load(path, size, key, label):
+        rec = loads.get((key, size))
+        if rec is None:
+            rec = loads[(key, size)] = isa.Copy(path, size, key, label=label)
+        return rec
 
     def mmad(m, n, kk):
         rec = mmads.get((m, n, kk))
@@ -337,16 +347,16 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
             s = st % S
             if st >= S:
                 mte2(wait_l1_free[s])
-            mte2(Copy("gm_to_l1", dtype_bytes(rows * kk, dtype), ("A", a_tag, kb), label="load A"))
+            mte2(load("gm_to_l1", dtype_bytes(rows * kk, dtype), ("A", a_tag, kb), "load A"))
             if dequant is None:
-                mte2(Copy("gm_to_l1", dtype_bytes(kk * cols, dtype), ("B", b_tag, kb), label="load B"))
+                mte2(load("gm_to_l1", dtype_bytes(kk * cols, dtype), ("B", b_tag, kb), "load B"))
             else:
                 dq.load_b(st, s, b_tag, kb, kk, cols, t.block_k)
             if scaled:
-                mte2(Copy("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
-                          ("SA", a_tag, kb), label="load A scales"))
-                mte2(Copy("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
-                          ("SB", b_tag, kb), label="load B scales"))
+                mte2(load("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
+                          ("SA", a_tag, kb), "load A scales"))
+                mte2(load("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
+                          ("SB", b_tag, kb), "load B scales"))
             mte2(set_l1_full[s])
         # l0 < 2 only for a core's first block, where it decides the first L0 waits
         key = (stage % S, l0 % 2, l0 < 2, rows, cols, tuple(live), halves, first_use)

@@ -282,8 +282,10 @@ def grouped_gemm_schedule(chip: ChipSpec, p: GroupedGemmParams) -> KernelSchedul
                           f"of '{chip.name}'.")
         dequant = DequantB(ub_stages, t.block_n // 2)
     cores = [CoreProgram(c) for c in range(min(t.num_cores, len(tasks)))]
+    loads: dict = {}                    # tile loads shared by the cores
     for c, prog in enumerate(cores):
-        core_program(prog, tasks[c::t.num_cores], p.k, dt, p.out_dtype, t, epilogue, dequant)
+        core_program(prog, tasks[c::t.num_cores], p.k, dt, p.out_dtype, t, epilogue, dequant,
+                     loads)
         prog.buffers = buffer_plan(dt, t, epilogue, dequant, p.out_dtype, dq_stage)
     flops = 2.0 * p.tokens * p.n * p.k
     meta = {"kind": "grouped_gemm", "layout": p.layout, "experts": len(p.m_per_expert),
