@@ -178,7 +178,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
     """Per-core programs of one sparse MLA call; ScheduleError if the buffers overflow."""
     validate(p, chip)
     ncores = p.num_cores or chip.num_ai_cores
-    plan = core.choose_plan(chip, p, max(KV_ROW_BYTES[dt] for _, _, _, dt in _caches(p)))
+    plan = core.choose_plan(chip, p, [dt for _, _, _, dt in _caches(p)])
     sel = select_tokens(p)
     head_blocks = p.heads // p.heads_per_core
     per_core = [[] for _ in range(ncores)]

@@ -56,7 +56,7 @@ def test_b_one_vector_core_per_cube_is_clearly_slower(go):
     assert v_one > 1.9 * v_two
     # ... and the result says where its time goes: with one UB holding all 64 rows of O,
     # only 2 gather chunks fit, so the vector unit idles on the MTE2 gather
-    assert one.details["idle_on_flags_frac"]["aiv.v"]["mte2"] > 0.3
+    assert one.details["idle_on_flags_frac"]["aiv.v"]["mte2"] > 0.2
     assert two.details["idle_on_flags_frac"]["aiv.v"].get("mte2", 0.0) < 0.1
 
 
@@ -85,8 +85,9 @@ def test_c_alone_1c1v_with_an_aiv_as_strong_as_two_is_fixpipe_bound_below_73(top
                                                                            binding):
     """S1 gives three reasons against 1C1V, each enough alone. Give the one AIV the MTE2
     bandwidth and queue, vector rates and UB bandwidth of two, so (a) and (b) are gone and
-    only FixPipe's single destination differs from 1C2V: then the kernel itself is FixPipe-
-    bound below B_TOPK ~73 and cube-bound above."""
+    only FixPipe's single destination differs from 1C2V: then the AI core is FixPipe-bound
+    below B_TOPK ~73 (the kernel's bottleneck too) and cube-bound above (where the one AIV,
+    with every block's O rescale to do, is as busy as the cube)."""
     raw = copy.deepcopy(load_topology_raw(topology_path))
     chip = raw["chip"]
     chip["sync"]["mte2_outstanding_per_aiv"] *= 2
@@ -97,7 +98,11 @@ def test_c_alone_1c1v_with_an_aiv_as_strong_as_two_is_fixpipe_bound_below_73(top
     strong = topology_from_mapping(raw, str(topology_path))
     r = run(strong, {**BASE, "vector_cores_per_cube": 1, "skip_scale_threshold": 0.0,
                      "b_topk": b_topk, "n_q": 256})
-    assert r.bottleneck == binding
+    assert r.details["busiest_pipe_by_unit"]["aic"] == binding
+    if binding.startswith("FixPipe"):
+        assert r.bottleneck == binding
+    else:
+        assert r.pipe_busy_frac["aiv.v"] == pytest.approx(r.pipe_busy_frac["aic.m"], abs=0.02)
 
 
 def test_d_gather2_off_is_slower(go):
@@ -111,13 +116,18 @@ def test_decode_tflops_rises_with_batch(go):
 
 
 @pytest.mark.parametrize("batch", [8, 64])
-def test_decode_fp4_extra_cache_is_not_slower_than_fp8(go, batch):
-    # Decode is cube-bound. FP4 rows are 288 B vs 528 B (facts 2.2), so the gather and the
-    # dequant VF move fewer bytes; the decoder (64 B/cycle of FP4 bytes, facts 1.2, S3) is
-    # a stage of that same VF, streaming with its loads, scaling and NZ stores.
+def test_decode_fp4_extra_cache_is_faster_than_fp8(go, batch):
+    # Decode is vector-bound: dequantizing an FP8 row takes 22 ALU instructions per token
+    # (facts 2.2 format; S2's VF), an FP4 row 8 plus the decoder (facts 1.2, S3), which
+    # paces the FP4 VF at 512 cycles per 32 tokens against FP8's ~720. FP4 rows are also
+    # 288 B against 528 B, so the gathers move fewer bytes.
     fp4 = go(mode="decode", batch=batch, extra_dtype="fp4")
     fp8 = go(mode="decode", batch=batch, extra_dtype="fp8")
-    assert fp4.makespan_ns <= fp8.makespan_ns
+    assert fp8.bottleneck == fp4.bottleneck == "vector (aiv.v)"
+    assert fp4.makespan_ns < 0.95 * fp8.makespan_ns
+    v_fp4 = fp4.pipe_busy_frac["aiv.v"] * fp4.makespan_ns
+    v_fp8 = fp8.pipe_busy_frac["aiv.v"] * fp8.makespan_ns
+    assert v_fp4 < 0.9 * v_fp8
     assert fp4.pipe_busy_frac["aiv.mte2"] < fp8.pipe_busy_frac["aiv.mte2"]
 
 
