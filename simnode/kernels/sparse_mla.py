@@ -37,6 +37,15 @@ from simnode.kernels.schedule import CoreProgram, KernelSchedule
 from simnode.kernels.sparse_mla_core import INDEX_BLOCK_TOKENS, KV_ROW_BYTES
 
 DEFAULT_RESCALE_SHARE = 0.05     # assumption (see module docstring): blocks whose max jumps > threshold
+KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~1.9 us (M)
+# The per-launch time beyond that which no source gives. CALIBRATED on ONE published case,
+# the FP8 batch-64 decode row of S8 RESULTS (facts 2.2; validation case
+# sparse-mla-decode-fp8-b64, marked there as calibration, not a check). S8 times each launch
+# after an 8 GB L2 flush, so every launch starts with cold caches; S2 names the instruction
+# side of it (a commented-out "VF warmup ... cache-miss-like behaviour when we call one VF
+# for the first time"). The case gives 10.43 us (with vf_alu = 64.4). 0 is the warm-cache
+# what-if.
+COLD_START_NS = 10400.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,8 @@ class SparseMlaParams:
     sinks: bool = True                   #: attention sinks in the softmax denominator
     seed: int = 0
     num_cores: int = 0                   #: 0 = every AI core
+    kernel_launch_ns: float = KERNEL_LAUNCH_NS   #: kernel launch + InitSocState (facts 1.2, S6)
+    cold_start_ns: float = COLD_START_NS         #: per-launch cold-start cost (calibrated)
 
 
 @dataclass(frozen=True)

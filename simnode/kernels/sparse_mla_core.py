@@ -192,6 +192,23 @@ def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list) -> None:
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):
         _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit)
+    _launch(prog, p.kernel_launch_ns, p.cold_start_ns)
+
+
+def _launch(prog, launch_ns: float, cold_ns: float) -> None:
+    """The per-launch time before any unit's first instruction: kernel launch + InitSocState
+    (facts 1.2, S6: ~1.9 us; S2 calls AscendC::InitSocState() first) and the cold start
+    (calibrated, see sparse_mla.COLD_START_NS). Each unit's scalar pipe spends it, then
+    releases the unit's other pipes (set s -> pipe, event 0)."""
+    delays = [isa.Delay(ns, label) for ns, label in ((launch_ns, "kernel launch + InitSocState"),
+                                                     (cold_ns, "cold start (calibrated)")) if ns > 0]
+    if not delays:
+        return
+    for unit in sorted({u for u, _ in prog.pipes}):
+        pipes = sorted(pp for (u, pp), ins in prog.pipes.items() if u == unit and ins and pp != "s")
+        prog.pipe(unit, "s")[:0] = delays + [Set("s", pp, 0) for pp in pipes]
+        for pp in pipes:
+            prog.pipes[(unit, pp)].insert(0, Wait("s", pp, 0))
 
 
 def _aic(prog, p, plan: Plan, blocks, drain) -> None:

@@ -190,6 +190,19 @@ def test_vector_functions_cost_s2s_instructions(chip):
     assert vf.final_output(32, 128, True)[0].ops > vf.final_output(32, 128, False)[0].ops
 
 
+def test_every_pipe_starts_after_the_launch_and_the_cold_start(chip):
+    """facts 1.2, S6: kernel launch + InitSocState (1.9 us), then the calibrated cold start,
+    on each unit's scalar pipe; every other pipe waits for them."""
+    prog = _sched(chip, n_q=8, kernel_launch_ns=1900, cold_start_ns=500).cores[0]
+    for (unit, pipe), ins in prog.pipes.items():
+        if pipe == "s":
+            assert [i.time_ns for i in ins if type(i) is isa.Delay] == [1900, 500]
+        else:
+            assert ins[0] == isa.WaitFlag("s", pipe, 0)
+    bare = _sched(chip, n_q=8, kernel_launch_ns=0, cold_start_ns=0).cores[0]
+    assert ("aic", "s") not in bare.pipes
+
+
 def test_each_item_writes_its_lse_and_prefill_its_max_logits(chip):
     def written(**kw):
         prog = _sched(chip, **kw).cores[0]
