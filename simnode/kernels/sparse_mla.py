@@ -46,6 +46,9 @@ KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~
 # for the first time"). The case gives 10.43 us (with vf_alu = 64.4). 0 is the warm-cache
 # what-if.
 COLD_START_NS = 10400.0
+# S2 run(): decode allocates its KV in L2 only when a small cache is read again and again
+SMALL_CACHE_BYTES = 8 * 1024 * 1024     # S2 SMALL_CACHE_BYTES
+MIN_CACHE_REUSE = 4                     # S2 MIN_CACHE_REUSE: token reads per cached token
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,20 @@ def flops(p: SparseMlaParams) -> float:
     return 2.0 * num_queries(p) * p.heads * topk * (p.d_qk + p.d_v)
 
 
+def kv_l2_hint(p: SparseMlaParams) -> str:
+    """L2 hint of the KV gathers, S2's rule: prefill reads with NORMAL_LAST_VICTIM; decode
+    too if the caches take at most 8 MiB and are read at least 4x per token, else with
+    NOTALLOC_CLEAN (the rows bypass L2 allocation, so every gather reads HBM)."""
+    if p.mode == "prefill":
+        return "normal"
+    caches = _caches(p)
+    kv_bytes = sum(p.batch * n * KV_ROW_BYTES[dt] for _, _, n, dt in caches)
+    kv_tokens = sum(p.batch * n for _, _, n, _ in caches)
+    token_reads = num_queries(p) * sum(k for _, k, _, _ in caches)
+    small = kv_bytes <= SMALL_CACHE_BYTES and token_reads >= MIN_CACHE_REUSE * kv_tokens
+    return "normal" if small else "notalloc"
+
+
 def select_tokens(p: SparseMlaParams) -> dict:
     """(query, cache) -> sorted selected token ids, uniform without replacement, seeded."""
     rng = np.random.default_rng(p.seed)
@@ -191,6 +208,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
     ncores = p.num_cores or chip.num_ai_cores
     plan = core.choose_plan(chip, p, [dt for _, _, _, dt in _caches(p)])
     sel = select_tokens(p)
+    hint = kv_l2_hint(p)
     head_blocks = p.heads // p.heads_per_core
     per_core = [[] for _ in range(ncores)]
     for q in range(num_queries(p)):
@@ -202,7 +220,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
         if not blocks:
             continue
         prog = CoreProgram(c)
-        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks))
+        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint)
         prog.buffers = core.buffer_plan(p, plan)
         cores.append(prog)
     meta = {"kind": "sparse_mla", "mode": p.mode, "queries": num_queries(p),
@@ -212,6 +230,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
             "kv_l1_stages": plan.kv_l1_stages, "l0_slots": plan.l0_slots,
             "chunk_tokens": plan.chunk_tokens, "gather_ub_chunks": plan.gather_chunks,
             "o_fragments": plan.fragments, "items": num_queries(p) * head_blocks,
+            "kv_l2_hint": hint,
             "blocks_per_core_max": max(len(b) for b in per_core)}
     return KernelSchedule(f"sparse_mla_{p.mode}", cores, flops(p), meta)
 

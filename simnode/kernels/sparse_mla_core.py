@@ -186,12 +186,14 @@ def leads(p, plan: Plan) -> tuple[int, int]:
     return a_lead, a_lead + max(0, plan.gather_chunks // m - 1)
 
 
-def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list) -> None:
+def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
+                 kv_hint: str = "normal") -> None:
+    """Fill ``prog`` with one core's records; ``kv_hint`` is the L2 hint of the KV gathers."""
     a_lead, g_lead = leads(p, plan)
     _aic(prog, p, plan, blocks, drain)
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):
-        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit)
+        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, kv_hint)
     _launch(prog, p.kernel_launch_ns, p.cold_start_ns)
 
 
@@ -330,7 +332,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             drain_frags()                               # the item ending at g-1: its O
 
 
-def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit) -> None:
+def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint) -> None:
     mte2, vec, mte3 = prog.pipe(unit, "mte2"), prog.pipe(unit, "v"), prog.pipe(unit, "mte3")
     n = len(blocks)
     rows, d = plan.rows, p.d_v
@@ -406,9 +408,9 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit) -> 
                     # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token
                     # distance) whose two rows each hit or miss in L2 on their own
                     if len(keys) == 1:
-                        mte2.append(Copy("gm_to_ub", row, keys[0], "normal", "KV gather"))
+                        mte2.append(Copy("gm_to_ub", row, keys[0], kv_hint, "KV gather"))
                     else:
-                        mte2.append(Copy("gm_to_ub", row * len(keys), None, "normal", "KV gather2",
+                        mte2.append(Copy("gm_to_ub", row * len(keys), None, kv_hint, "KV gather2",
                                          keys))
                     desc += 1
                     if desc == stall_at:

@@ -190,6 +190,21 @@ def test_vector_functions_cost_s2s_instructions(chip):
     assert vf.final_output(32, 128, True)[0].ops > vf.final_output(32, 128, False)[0].ops
 
 
+def test_decode_kv_bypasses_l2_unless_the_cache_is_small_and_reused_as_s2_decides(chip):
+    """S2 run(): NORMAL_LAST_VICTIM only for caches of <= 8 MiB read >= 4x per token, else
+    NOTALLOC_CLEAN; prefill always allocates."""
+    def hints(**kw):
+        s = _sched(chip, **kw)
+        return {i.l2_hint for prog in s.cores for (u, pp), ins in prog.pipes.items()
+                if u != "aic" and pp == "mte2" for i in ins
+                if type(i) is isa.Copy and i.label.startswith("KV gather")}, s.meta["kv_l2_hint"]
+    decode = dict(mode="decode", topk_main=128, topk_extra=512)
+    assert hints(**decode, batch=64, s_q=4, main_len=256, extra_len=2048) == ({"notalloc"}, "notalloc")
+    # the "prefill-as-decode" shape: one sequence of 4096 + 4096 tokens (4.3 MB), 4096 queries
+    assert hints(**decode, batch=1, s_q=64, main_len=4096, extra_len=4096) == ({"normal"}, "normal")
+    assert hints() == ({"normal"}, "normal")
+
+
 def test_every_pipe_starts_after_the_launch_and_the_cold_start(chip):
     """facts 1.2, S6: kernel launch + InitSocState (1.9 us), then the calibrated cold start,
     on each unit's scalar pipe; every other pipe waits for them."""
