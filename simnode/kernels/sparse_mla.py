@@ -34,7 +34,8 @@ from simnode.config.chip import ChipSpec
 from simnode.errors import ScheduleError
 from simnode.kernels import sparse_mla_core as core
 from simnode.kernels.schedule import CoreProgram, KernelSchedule
-from simnode.kernels.sparse_mla_core import INDEX_BLOCK_TOKENS, KV_ROW_BYTES
+from simnode.kernels.sparse_mla_plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
+                                             choose_plan)
 
 DEFAULT_RESCALE_SHARE = 0.05     # assumption (see module docstring): blocks whose max jumps > threshold
 KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~1.9 us (M)
@@ -206,7 +207,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
     """Per-core programs of one sparse MLA call; ScheduleError if the buffers overflow."""
     validate(p, chip)
     ncores = p.num_cores or chip.num_ai_cores
-    plan = core.choose_plan(chip, p, [dt for _, _, _, dt in _caches(p)])
+    plan = choose_plan(chip, p, [dt for _, _, _, dt in _caches(p)])
     sel = select_tokens(p)
     hint = kv_l2_hint(p)
     head_blocks = p.heads // p.heads_per_core
@@ -221,7 +222,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
             continue
         prog = CoreProgram(c)
         core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint)
-        prog.buffers = core.buffer_plan(p, plan)
+        prog.buffers = buffer_plan(p, plan)
         cores.append(prog)
     meta = {"kind": "sparse_mla", "mode": p.mode, "queries": num_queries(p),
             "heads_per_core": p.heads_per_core, "b_topk": p.b_topk,

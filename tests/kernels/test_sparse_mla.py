@@ -7,6 +7,7 @@ import pytest
 from simnode.errors import ScheduleError
 from simnode.kernels import isa, sparse_mla_core as core, sparse_mla_vf as vf
 from simnode.kernels.schedule import to_records
+from simnode.kernels.sparse_mla_plan import choose_plan
 from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
                                         item_blocks, select_tokens, sparse_mla_schedule)
 
@@ -147,7 +148,7 @@ def test_the_aiv_preprocesses_each_index_group_after_softmax_as_the_kernel_order
     gather it releases), so it moves in front of the step's ND2NZ and follows softmax(s) of
     the step before."""
     p = SparseMlaParams(**{**SMALL, "vector_cores_per_cube": vpc})
-    a, g = core.leads(p, core.choose_plan(chip, p, ["bf16"]))
+    a, g = core.leads(p, choose_plan(chip, p, ["bf16"]))
     assert (g > a) is (vpc == 2)
     labels = [i.label for i in sparse_mla_schedule(chip, p).cores[0].pipes[("aiv0", "v")]
               if type(i) is isa.VecOp]
