@@ -147,3 +147,10 @@ def test_cli_rejects_an_oversized_b_topk_naming_the_buffer(cli, topology_path, r
               "--set", "b_topk=256", "--set", "n_q=8")
     assert res.code == 2
     assert "L0B of aic overflows" in res.err and "K/V tiles" in res.err
+
+
+def test_cli_rejects_a_negative_cold_start_naming_the_field(cli, topology_path, repo_root, user_error):
+    res = cli("run", topology_path, repo_root / "workloads" / "sparse-mla-decode.yaml",
+              "--set", "cold_start_ns=-5")
+    user_error(res, "sparse-mla-decode.yaml (with --set overrides)", "cold_start_ns = -5",
+               "expected a number >= 0")
