@@ -8,8 +8,9 @@ bottleneck, the roofline bounds and the L2 hit fraction of the KV gathers.
 
 from __future__ import annotations
 
-from simnode.kernels.sparse_mla import (DEFAULT_RESCALE_SHARE, SparseMlaParams,
-                                        sparse_mla_roofline, sparse_mla_schedule)
+from simnode.kernels.sparse_mla import (COLD_START_NS, DEFAULT_RESCALE_SHARE,
+                                        KERNEL_LAUNCH_NS, SparseMlaParams, sparse_mla_roofline,
+                                        sparse_mla_schedule)
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import Field, WorkloadKind, register
 
@@ -43,6 +44,11 @@ FIELDS = (
     Field("sinks", "bool", True, "attention sinks"),
     Field("seed", "int", 0, "seed of the uniform top-k token selection", min_value=0),
     Field("num_cores", "int", 0, "AI cores used (0 = all)", min_value=0),
+    Field("kernel_launch_ns", "number", KERNEL_LAUNCH_NS, "kernel launch + InitSocState, ns",
+          min_value=0),
+    Field("cold_start_ns", "number", COLD_START_NS,
+          "per-launch cold-start cost beyond the launch, ns (calibrated; 0 = warm caches)",
+          min_value=0),
 )
 
 
