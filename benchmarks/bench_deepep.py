@@ -58,7 +58,7 @@ def measure(num_ranks: int) -> dict:
                           prm["num_experts"], prm["dispatch_dtype"], prm["combine_dtype"],
                           num_aiv=chip.num_ai_cores * chip.aiv_per_core,
                           wqebb_bytes=inp.topology.supernode.wqebb_bytes)
-        plan = build_plan(build_routes(prm, num_ranks), dp)
+        plan = build_plan(build_routes(prm, num_ranks), dp, keep_aiv=False)   # as the deepep kind
     costs = DeepEPCosts(**{f: prm[f] for f in DeepEPCosts.__dataclass_fields__})
     out = {"ep": num_ranks, "prep_s": prep.wall_s}
     for kind in ("dispatch", "combine"):

@@ -14,7 +14,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import CountingEnvironment, Stopwatch, peak_rss_MiB  # noqa: E402
 
 from simnode.config.topology import load_topology  # noqa: E402
-from simnode.engine.fluid import FluidShare  # noqa: E402
 from simnode.hardware.chip import ChipSim  # noqa: E402
 from simnode.kernels.gemm import GemmParams, gemm_schedule  # noqa: E402
 from simnode.units import tflops  # noqa: E402
@@ -29,7 +28,7 @@ def main() -> int:
     with Stopwatch() as build:
         sched = gemm_schedule(topo.chip, params)
     env = CountingEnvironment()
-    sim = ChipSim(topo.chip, env, FluidShare(env))
+    sim = ChipSim(topo.chip, env)
     with Stopwatch() as simulate:
         run = sim.run(sched)
     wall = build.wall_s + simulate.wall_s
@@ -39,7 +38,7 @@ def main() -> int:
           f"  target <= {TARGET_S:.1f} s: {'ok' if wall <= TARGET_S else 'MISSED'}")
     print(f"instructions       {n_instr} ({n_instr / simulate.wall_s:,.0f} per s simulated)")
     print(f"SimPy events       {env.events_scheduled} ({env.events_scheduled / simulate.wall_s:,.0f} per s)")
-    print(f"fluid recomputes   {sim.share.recomputes}")
+    print(f"solver recomputes  {sim.share.recomputes}")
     print(f"peak memory        {peak_rss_MiB():.0f} MiB")
     return 0 if wall <= TARGET_S else 1
 

@@ -49,6 +49,12 @@ ROWS = {
                               10.0, 0.0, 34.0, 400),
 }
 
+#: the MoE layer (issue 18): its slowest overlap mode, fused, at the layer's full size
+for _ep, _target in ((8, 10.0), (128, 60.0)):
+    ROWS[f"moe-layer-ep{_ep}"] = Row(f"moe-layer-ep{_ep}", (
+        "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/moe-layer.yaml",
+        "--set", f"num_ranks={_ep}", "--set", "overlap=fused", "--json"), _target)
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -86,7 +92,8 @@ def measure(argv, runs: int = 3) -> Measurement:
 def report(row: Row, m: Measurement) -> str:
     ok = m.median_s <= row.target_s and (not row.target_MiB or m.max_MiB <= row.target_MiB)
     target = f"<= {row.target_s:g} s" + (f", <= {row.target_MiB:g} MiB" if row.target_MiB else "")
-    before = f"{row.before_s:g} s" + (f", {row.before_MiB:g} MiB" if row.before_MiB else "")
+    before = (f"{row.before_s:g} s" + (f", {row.before_MiB:g} MiB" if row.before_MiB else "")
+              if row.before_s else "none: a new workload")
     runs = ", ".join(f"{w:.2f}" for w in m.wall_s)
     return (f"{row.name:<20} median {m.median_s:7.2f} s  peak {m.max_MiB:7.0f} MiB  "
             f"(runs {runs})  target {target}: {'met' if ok else 'MISSED'}  [before: {before}]")

@@ -4,6 +4,7 @@ set, its source comment and doc; and the file comments it reads (simnode.config.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from simnode.config import comments, params
 from simnode.config.chip import ChipSpec
@@ -28,7 +29,10 @@ def test_describe_lists_every_parameter_a_deepep_run_reads(cli, repo_root):
     assert (bw["value"], bw["unit"], bw["range"]) == (51.42, "GB/s", "> 0")
     assert bw["set_in"] == f"{topo}:32" and "S5" in bw["cites"] and "405 GB/s" in bw["comment"]
     hbm = rows["chip.memory.hbm_bandwidth_GBps"]        # read from the chip file the topology names
-    assert hbm["set_in"].endswith("ascend950dt.yaml:77") and hbm["origin"] == "sourced"
+    chip_file = Path(topo).parent / "ascend950dt.yaml"
+    line = 1 + next(i for i, text in enumerate(chip_file.read_text().splitlines())
+                    if text.strip().startswith("hbm_bandwidth_GBps:"))
+    assert hbm["set_in"].endswith(f"ascend950dt.yaml:{line}") and hbm["origin"] == "sourced"
     assert rows["num_ranks"]["set_in"] == "--set" and rows["num_ranks"]["value"] == 16
     assert rows["zipf_exponent"]["set_in"] == "default" and rows["zipf_exponent"]["origin"] == "setting"
     assert rows["barrier_ns"]["origin"] == "sourced" and "S6" in rows["barrier_ns"]["cites"]

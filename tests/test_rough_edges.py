@@ -136,8 +136,9 @@ def test_ctrl_c_in_run_is_one_line_exit_130_and_leaves_no_partial_trace(tmp_path
 def test_ctrl_c_in_sweep_stops_the_workers(tmp_path):
     marker = tmp_path / "started"
     started = lambda: marker.exists() or time.sleep(4) or marker.touch()   # noqa: E731 (workers busy by then)
-    res = _interrupt(["sweep", "topologies/ascend950dt.yaml", "workloads/gemm-bf16-4096x7168x16384.yaml",
-                      "--param", "m=4096,2048", "--jobs", "2", "--out", tmp_path / "sweep"], started)
+    # two points of the default sparse MLA prefill: each far longer than the 4 s before Ctrl-C
+    res = _interrupt(["sweep", "topologies/ascend950dt.yaml", "workloads/sparse-mla-prefill.yaml",
+                      "--param", "seed=0,1", "--jobs", "2", "--out", tmp_path / "sweep"], started)
     assert (res.returncode, res.stdout, res.stderr) == (130, "", "simnode: interrupted\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]       # no folder, no staging
 

@@ -166,3 +166,9 @@ def test_a_cases_file_beside_its_own_inputs(cli, tmp_path, repo_root):
     path.write_text(yaml.safe_dump({"version": 1, "cases": [_case(topology="my-topo.yaml")]}, sort_keys=False))
     res = cli("validate", "--cases", path, "--jobs", "1")
     assert res.code in (0, 1) and "g1" in res.out, res.err
+
+
+def test_a_calibration_that_is_not_text_names_the_case(cli, user_error, cases_file):
+    path = cases_file(_case(calibration=3))
+    user_error(cli("validate", "--cases", path), f"{path}, case 'g1'",
+               "cases[0].calibration = 3", "expected a string")

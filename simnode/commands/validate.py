@@ -6,6 +6,10 @@
 rows; ``format_cases`` prints the table with the mean and max absolute error. The
 command exits 1 if any case leaves its tolerance.
 
+A case with ``calibration: TEXT`` is one a model constant was set on (TEXT names it): it is
+run and shown ("calib"), but it is not a check, so it never fails the run and stays out of
+the error summary.
+
 A case's ``topology`` and ``workload`` paths, when relative, are read next to the cases
 file if they are there, else from the repository root of this checkout (the folder holding
 topologies/ and workloads/), as the shipped file writes them: whatever the current
@@ -74,6 +78,7 @@ class Case:
     tolerance: float     #: fraction of the published value
     file: str = ""       #: the cases file it came from
     index: int = -1      #: its position in the file's ``cases:`` list
+    calibration: str = ""  #: the model constant set on this case ("": a check)
 
     @property
     def where(self) -> str:
@@ -95,7 +100,8 @@ class CaseResult:
 
     @property
     def ok(self) -> bool:
-        return abs(self.error_frac) <= self.case.tolerance
+        """Within tolerance; a calibration case is not a check and never fails."""
+        return bool(self.case.calibration) or abs(self.error_frac) <= self.case.tolerance
 
 
 def cases_path(option: str | None) -> Path:
@@ -155,7 +161,7 @@ def load_cases(path) -> list[Case]:
         cases.append(Case(cid, c.string("source"), c.string("topology"), c.string("workload"),
                           tuple(assignment_text(k, v) for k, v in sets.items()), metric,
                           c.number("published", positive=True), c.number("tolerance", positive=True),
-                          str(path), i))
+                          str(path), i, c.string("calibration", default="")))
         c.finish()
     r.finish()
     return cases
@@ -242,29 +248,45 @@ def run_cases(cases: list[Case], sets=(), jobs: int = 0) -> list[CaseResult]:
     return rows
 
 
+def _within(r: CaseResult) -> str:
+    return "calib" if r.case.calibration else ("yes" if r.ok else "NO")
+
+
 def format_cases(rows: list[CaseResult]) -> str:
     header = ["case", "metric", "model", "published", "error %", "tolerance %", "within", "source"]
     table = [header] + [[r.case.id, r.case.metric, f"{r.model:.1f}", f"{r.case.published:g}",
                          f"{100 * r.error_frac:+.1f}", f"{100 * r.case.tolerance:.0f}",
-                         "yes" if r.ok else "NO", r.case.source] for r in rows]
+                         _within(r), r.case.source] for r in rows]
     lines = [align(table)]
-    errs = [abs(r.error_frac) for r in rows]
-    lines.append(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max |error| {100 * max(errs):.1f}%, "
-                 f"{sum(r.ok for r in rows)} of {len(rows)} within tolerance")
+    checks = [r for r in rows if not r.case.calibration]
+    calib = [f"{r.case.id} sets {r.case.calibration}" for r in rows if r.case.calibration]
+    if checks:
+        errs = [abs(r.error_frac) for r in checks]
+        lines.append(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max |error| "
+                     f"{100 * max(errs):.1f}%, {sum(r.ok for r in checks)} of {len(checks)} "
+                     f"within tolerance")
+    if calib:
+        lines.append(f"calibration cases, not checks: {'; '.join(calib)}")
     return "\n".join(lines)
 
 
 def cases_json(rows: list[CaseResult]) -> dict:
-    """The table as one JSON object: a row per case (fractions, not %) and the summary."""
-    errs = [abs(r.error_frac) for r in rows]
+    """The table as one JSON object: a row per case (fractions, not %; a calibration case's
+    ``within`` is null and its ``calibration`` names the constant) and the summary of the
+    checks."""
+    checks = [r for r in rows if not r.case.calibration]
+    errs = [abs(r.error_frac) for r in checks] or [0.0]
     return {
         "cases": [{"id": r.case.id, "metric": r.case.metric, "model": r.model,
                    "published": r.case.published, "error_frac": r.error_frac,
-                   "tolerance_frac": r.case.tolerance, "within": r.ok, "source": r.case.source,
+                   "tolerance_frac": r.case.tolerance,
+                   "within": None if r.case.calibration else r.ok, "source": r.case.source,
                    "topology": r.case.topology, "workload": r.case.workload,
-                   "set": list(r.case.sets)} for r in rows],
+                   "set": list(r.case.sets), "calibration": r.case.calibration or None}
+                  for r in rows],
         "mean_abs_error_frac": sum(errs) / len(errs),
         "max_abs_error_frac": max(errs),
-        "within": sum(r.ok for r in rows),
-        "total": len(rows),
+        "within": sum(r.ok for r in checks),
+        "total": len(checks),
+        "calibration_cases": len(rows) - len(checks),
     }

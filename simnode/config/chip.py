@@ -26,7 +26,10 @@ PATH_NAMES = ("gm_to_l1", "gm_to_ub", "ub_to_gm", "ub_to_l1", "l1_to_l0", "l1_to
               "l0c_to_ub", "l0c_to_ub_dual", "l0c_to_gm")
 #: Paths that read or write global memory and so go through L2 (and HBM on a miss).
 GM_PATHS = frozenset({"gm_to_l1", "gm_to_ub", "ub_to_gm", "l0c_to_gm"})
-VECTOR_OP_CLASSES = ("simple", "div", "special")
+#: vector op classes, each a rate in fp32 element-ops per cycle: "simple", "div", "special" are
+#: sustained rates of element-wise work (facts 1.2, S8); "vf_alu" prices ALU instructions of a
+#: vector function counted one by one from a kernel's source, 64 fp32 lanes per instruction
+VECTOR_OP_CLASSES = ("simple", "div", "special", "vf_alu")
 
 
 #: the most AI cores a chip file may have: 32x the 950DT's 32 (facts 1.1), room for any

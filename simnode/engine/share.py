@@ -266,6 +266,8 @@ class Group(_Delayed):
         self.left = n
         self.last_ns = env.now              #: latest arrival so far
         self.gid = -1                       #: its index in the share
+        #: callback(member indices, served ns) as members are served (e.g. to note arrivals)
+        self.on_served = None
         self._ok = True
 
     @property
@@ -275,6 +277,8 @@ class Group(_Delayed):
     def _members_done(self, ks, served_ns) -> None:
         """Members ``ks`` (array) were served at ``served_ns`` (array)."""
         self.served_ns[ks] = served_ns
+        if self.on_served is not None:
+            self.on_served(ks, served_ns)
         t = float((served_ns + self.latency_ns[ks]).max())
         if t > self.last_ns:
             self.last_ns = t

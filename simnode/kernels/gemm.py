@@ -112,10 +112,11 @@ def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
     order = block_order(t, p)
     cores = [CoreProgram(c) for c in range(min(t.num_cores, len(order)))]
     epilogue = ub_epilogue(chip, t, p.out_dtype, len(order)) if p.epilogue == "ub" else None
+    loads: dict = {}                    # tile loads shared by the cores
     for c, prog in enumerate(cores):
         tasks = [BlockTask(min(t.block_m, p.m - mb * t.block_m), min(t.block_n, p.n - nb * t.block_n),
                            mb, nb, (mb, nb)) for mb, nb in order[c::t.num_cores]]
-        core_program(prog, tasks, p.k, p.dtype, p.out_dtype, t, epilogue)
+        core_program(prog, tasks, p.k, p.dtype, p.out_dtype, t, epilogue, loads=loads)
         prog.buffers = buffer_plan(p.dtype, t, epilogue, out_dtype=p.out_dtype)
     meta = {"kind": "gemm", "m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype,
             "block_m": t.block_m, "block_n": t.block_n, "block_k": t.block_k, "k_l0": t.k_l0,

@@ -221,12 +221,22 @@ def ub_epilogue(chip: ChipSpec, t: GemmTiling, out_dtype: str, num_blocks: int) 
 
 
 def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t: GemmTiling,
-                 epilogue: UbEpilogue | None = None, dequant: DequantB | None = None) -> None:
+                 epilogue: UbEpilogue | None = None, dequant: DequantB | None = None,
+                 loads: dict | None = None) -> None:
     """Append one core's instructions for ``tasks`` (``BlockTask`` records, in issue order).
     ``dtype`` is the cube's input dtype (fp8 under ``dequant``). Identical records are one
     shared (frozen) object: a GEMM repeats a few hundred distinct flags, MMADs and L1->L0
-    copies millions of times, and the engine resolves each distinct record once."""
+    copies millions of times, and the engine resolves each distinct record once. ``loads``:
+    the GM->L1 tile loads already built, shared by the cores of one kernel (every core that
+    works on row block mb loads the same A tiles)."""
     mmads, l0copies, shared = {}, {}, {}
+    loads = {} if loads is None else loads
+
+    def load(path, size, key, label):
+        rec = loads.get((key, size))
+        if rec is None:
+            rec = loads[(key, size)] = isa.Copy(path, size, key, label=label)
+        return rec
 
     def mmad(m, n, kk):
         rec = mmads.get((m, n, kk))
@@ -261,8 +271,8 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
     fix_wait = [isa.WaitFlag("m", "fix", h) for h in range(2)]
     fix_set = [isa.SetFlag("fix", "m", h) for h in range(2)]
     mte2 = prog.pipe("aic", "mte2").append
-    mte1 = prog.pipe("aic", "mte1").append
-    cube = prog.pipe("aic", "m").append
+    mte1_list = prog.pipe("aic", "mte1")
+    cube_list = prog.pipe("aic", "m")
     fix = prog.pipe("aic", "fix").append
     if dequant is not None:
         dq = _DequantPipes(prog, dequant, S)
@@ -278,7 +288,49 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
         epi_out = [isa.CrossSet("aic", e) for e in range(E)]
         epi_uses = 0
     Copy = isa.Copy
-    kb_count = math.ceil(k / t.block_k)
+    kks = [min(t.block_k, k - kb * t.block_k) for kb in range(math.ceil(k / t.block_k))]
+    kb_count = len(kks)
+
+    def block_seqs(stage0, l0_0, subs, live, l0_rows, cols, halves, first_use):
+        """One block's MTE1 and cube records: the same for every block that starts at the
+        same slots with the same shape, so they are built once per such block and reused."""
+        m1, mm = [], []
+        l0 = l0_0
+        for kb, kk in enumerate(kks):
+            s = (stage0 + kb) % S
+            m1.append(wait_l1_full[s])
+            if dequant is not None:
+                m1.append(b_full[s])            # S3: wait_intra_block(PIPE_MTE1, kDequantAIVId, ...)
+            steps = math.ceil(kk / t.k_l0)
+            for j in range(steps):
+                kl = min(t.k_l0, kk - j * t.k_l0)
+                slot = l0 % 2
+                if l0 >= 2:
+                    m1.append(wait_l0_free[slot])
+                if l0_rows:
+                    m1.append(l0copy("l1_to_l0", dtype_bytes(l0_rows * kl, dtype), "L1->L0A"))
+                m1.append(l0copy("l1_to_l0", dtype_bytes(kl * cols, dtype), "L1->L0B"))
+                if scaled:
+                    m1.append(l0copy("l1_to_l0_scale", max(1, (l0_rows + cols) * kl // MX_SCALE_K_PER_BYTE),
+                                     "L1->L0 scales"))
+                m1.append(set_l0_full[slot])
+                mm.append(wait_l0_full[slot])
+                last = kb == kb_count - 1 and j == steps - 1
+                for i, (sm, sn) in enumerate(subs):
+                    if kb == 0 and j == 0 and not first_use[i]:
+                        mm.append(wait_fix[halves[i]])
+                    if live[i]:
+                        mm.append(mmad(sm, sn, kl))
+                    if last:
+                        mm.append(set_fix[halves[i]])
+                mm.append(set_l0_free[slot])
+                l0 += 1
+            m1.append(set_l1_free[s])
+            if dequant is not None:
+                m1.append(b_free[s])            # S3: set_intra_block(PIPE_MTE1, kDequantAIVId, ...)
+        return m1, mm, l0 - l0_0
+
+    seqs = {}
     stage = l0 = 0          # running L1 stage and L0 step counters (slot = counter % depth)
     half_uses = 0           # running L0C half counter
     for task in tasks:
@@ -286,57 +338,35 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
         subs = sub_tiles(rows, cols, t)
         live = live_sub_tiles(subs, task.live_rows, t)
         l0_rows = rows if all(live) else sum(sm for (sm, _), on in zip(subs, live) if on)
-        halves = [(half_uses + i) % 2 for i in range(len(subs))]
-        first_use = [half_uses + i < 2 for i in range(len(subs))]
+        halves = tuple((half_uses + i) % 2 for i in range(len(subs)))
+        first_use = tuple(half_uses + i < 2 for i in range(len(subs)))
         half_uses += len(subs)
         a_tag, b_tag = task.a_tag, task.b_tag
-        for kb in range(kb_count):
-            kk = min(t.block_k, k - kb * t.block_k)
-            s = stage % S
-            if stage >= S:
+        for kb, kk in enumerate(kks):
+            st = stage + kb
+            s = st % S
+            if st >= S:
                 mte2(wait_l1_free[s])
-            mte2(Copy("gm_to_l1", dtype_bytes(rows * kk, dtype), ("A", a_tag, kb), label="load A"))
+            mte2(load("gm_to_l1", dtype_bytes(rows * kk, dtype), ("A", a_tag, kb), "load A"))
             if dequant is None:
-                mte2(Copy("gm_to_l1", dtype_bytes(kk * cols, dtype), ("B", b_tag, kb), label="load B"))
+                mte2(load("gm_to_l1", dtype_bytes(kk * cols, dtype), ("B", b_tag, kb), "load B"))
             else:
-                dq.load_b(stage, s, b_tag, kb, kk, cols, t.block_k)
+                dq.load_b(st, s, b_tag, kb, kk, cols, t.block_k)
             if scaled:
-                mte2(Copy("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
-                          ("SA", a_tag, kb), label="load A scales"))
-                mte2(Copy("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
-                          ("SB", b_tag, kb), label="load B scales"))
+                mte2(load("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
+                          ("SA", a_tag, kb), "load A scales"))
+                mte2(load("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
+                          ("SB", b_tag, kb), "load B scales"))
             mte2(set_l1_full[s])
-            mte1(wait_l1_full[s])
-            if dequant is not None:
-                mte1(b_full[s])                 # S3: wait_intra_block(PIPE_MTE1, kDequantAIVId, ...)
-            steps = math.ceil(kk / t.k_l0)
-            for j in range(steps):
-                kl = min(t.k_l0, kk - j * t.k_l0)
-                slot = l0 % 2
-                if l0 >= 2:
-                    mte1(wait_l0_free[slot])
-                if l0_rows:
-                    mte1(l0copy("l1_to_l0", dtype_bytes(l0_rows * kl, dtype), "L1->L0A"))
-                mte1(l0copy("l1_to_l0", dtype_bytes(kl * cols, dtype), "L1->L0B"))
-                if scaled:
-                    mte1(l0copy("l1_to_l0_scale", max(1, (l0_rows + cols) * kl // MX_SCALE_K_PER_BYTE),
-                                "L1->L0 scales"))
-                mte1(set_l0_full[slot])
-                cube(wait_l0_full[slot])
-                last = kb == kb_count - 1 and j == steps - 1
-                for i, (sm, sn) in enumerate(subs):
-                    if kb == 0 and j == 0 and not first_use[i]:
-                        cube(wait_fix[halves[i]])
-                    if live[i]:
-                        cube(mmad(sm, sn, kl))
-                    if last:
-                        cube(set_fix[halves[i]])
-                cube(set_l0_free[slot])
-                l0 += 1
-            mte1(set_l1_free[s])
-            if dequant is not None:
-                mte1(b_free[s])                 # S3: set_intra_block(PIPE_MTE1, kDequantAIVId, ...)
-            stage += 1
+        # l0 < 2 only for a core's first block, where it decides the first L0 waits
+        key = (stage % S, l0 % 2, l0 < 2, rows, cols, tuple(live), halves, first_use)
+        seq = seqs.get(key)
+        if seq is None:
+            seq = seqs[key] = block_seqs(stage, l0, subs, live, l0_rows, cols, halves, first_use)
+        mte1_list.extend(seq[0])
+        cube_list.extend(seq[1])
+        stage += kb_count
+        l0 += seq[2]
         for i, (sm, sn) in enumerate(subs):
             fix(fix_wait[halves[i]])
             if epilogue is None:

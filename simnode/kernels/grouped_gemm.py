@@ -36,6 +36,7 @@ GemmType::Normal).
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from dataclasses import dataclass
 
@@ -53,6 +54,8 @@ LAYOUTS = ("contiguous", "masked")
 #: (activation dtype, weight dtype) -> the cube's input dtype. S3 get_gemm_dtype: BF16 x BF16,
 #: FP8 x FP8, and FP8 x packed FP4, whose B is dequantized to FP8 before the cube (dequant_b)
 CUBE_DTYPE = {("bf16", "bf16"): "bf16", ("fp8", "fp8"): "fp8", ("fp8", "fp4"): "fp8"}
+#: S3 dtype_to_cd_kernel_type: BF16 or FP32 C (an FP8 C needs the QuantizeToFP8 epilogue and
+#: its scale output, not modeled here)
 OUT_DTYPES = ("bf16", "fp32")
 #: S3 Runtime::kMkAlignment: the m-grouped contiguous layout aligns each expert's segment,
 #: and fixes BLOCK_M, to 256 (make_gemm_candidate rejects any other BLOCK_M)
@@ -93,6 +96,12 @@ class GroupedGemmParams:
                            unit="stages", min=0)
     swizzle_rows: int = param(4, "block-rows per swizzle group (facts 3.5)", unit="block-rows", min=1)
     num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+
+    def __post_init__(self):
+        # counts may come as NumPy integers (routing); keep plain ints (hashing, JSON meta)
+        object.__setattr__(self, "m_per_expert", tuple(
+            int(m) if isinstance(m, numbers.Integral) and not isinstance(m, bool) else m
+            for m in self.m_per_expert))
 
     @property
     def cube_dtype(self) -> str:
@@ -285,8 +294,10 @@ def grouped_gemm_schedule(chip: ChipSpec, p: GroupedGemmParams) -> KernelSchedul
                           f"of '{chip.name}'.")
         dequant = DequantB(ub_stages, t.block_n // 2)
     cores = [CoreProgram(c) for c in range(min(t.num_cores, len(tasks)))]
+    loads: dict = {}                    # tile loads shared by the cores
     for c, prog in enumerate(cores):
-        core_program(prog, tasks[c::t.num_cores], p.k, dt, p.out_dtype, t, epilogue, dequant)
+        core_program(prog, tasks[c::t.num_cores], p.k, dt, p.out_dtype, t, epilogue, dequant,
+                     loads)
         prog.buffers = buffer_plan(dt, t, epilogue, dequant, p.out_dtype, dq_stage)
     flops = 2.0 * p.tokens * p.n * p.k
     meta = {"kind": "grouped_gemm", "layout": p.layout, "experts": len(p.m_per_expert),

@@ -35,10 +35,23 @@ from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels import sparse_mla_core as core
 from simnode.instr.schedule import CoreProgram, KernelSchedule
-from simnode.kernels.sparse_mla_core import INDEX_BLOCK_TOKENS, KV_ROW_BYTES
+from simnode.kernels.sparse_mla_plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
+                                             choose_plan)
 
 KV_DTYPES = ("bf16", "fp8", "fp4")
 DEFAULT_RESCALE_SHARE = 0.05     # assumption (see module docstring): blocks whose max jumps > threshold
+KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~1.9 us (M)
+# The per-launch time beyond that which no source gives. CALIBRATED on ONE published case,
+# the FP8 batch-64 decode row of S8 RESULTS (facts 2.2; validation case
+# sparse-mla-decode-fp8-b64, marked there as calibration, not a check). S8 times each launch
+# after an 8 GB L2 flush, so every launch starts with cold caches; S2 names the instruction
+# side of it (a commented-out "VF warmup ... cache-miss-like behaviour when we call one VF
+# for the first time"). The case gives 10.43 us (with vf_alu = 64.4). 0 is the warm-cache
+# what-if.
+COLD_START_NS = 10400.0
+# S2 run(): decode allocates its KV in L2 only when a small cache is read again and again
+SMALL_CACHE_BYTES = 8 * 1024 * 1024     # S2 SMALL_CACHE_BYTES
+MIN_CACHE_REUSE = 4                     # S2 MIN_CACHE_REUSE: token reads per cached token
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,11 @@ class SparseMlaParams:
     sinks: bool = param(True, "attention sinks in the softmax denominator")
     seed: int = param(0, "seed of the uniform top-k token selection", unit="1", min=0)
     num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    kernel_launch_ns: float = param(KERNEL_LAUNCH_NS, "kernel launch + InitSocState (facts 1.2, S6)",
+                                    unit="ns", min=0, origin="sourced")
+    cold_start_ns: float = param(COLD_START_NS, "per-launch cold-start cost beyond the launch "
+                                 "(calibrated on sparse-mla-decode-fp8-b64; 0 = warm caches)",
+                                 unit="ns", min=0, origin="calibrated")
 
 
 @dataclass(frozen=True)
@@ -139,6 +157,20 @@ def flops(p: SparseMlaParams) -> float:
     return 2.0 * num_queries(p) * p.heads * topk * (p.d_qk + p.d_v)
 
 
+def kv_l2_hint(p: SparseMlaParams) -> str:
+    """L2 hint of the KV gathers, S2's rule: prefill reads with NORMAL_LAST_VICTIM; decode
+    too if the caches take at most 8 MiB and are read at least 4x per token, else with
+    NOTALLOC_CLEAN (the rows bypass L2 allocation, so every gather reads HBM)."""
+    if p.mode == "prefill":
+        return "normal"
+    caches = _caches(p)
+    kv_bytes = sum(p.batch * n * KV_ROW_BYTES[dt] for _, _, n, dt in caches)
+    kv_tokens = sum(p.batch * n for _, _, n, _ in caches)
+    token_reads = num_queries(p) * sum(k for _, k, _, _ in caches)
+    small = kv_bytes <= SMALL_CACHE_BYTES and token_reads >= MIN_CACHE_REUSE * kv_tokens
+    return "normal" if small else "notalloc"
+
+
 def select_tokens(p: SparseMlaParams) -> dict:
     """(query, cache) -> sorted selected token ids, uniform without replacement, seeded."""
     rng = np.random.default_rng(p.seed)
@@ -185,8 +217,9 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
     """Per-core programs of one sparse MLA call; ScheduleError if the buffers overflow."""
     validate(p, chip)
     ncores = p.num_cores or chip.num_ai_cores
-    plan = core.choose_plan(chip, p, max(KV_ROW_BYTES[dt] for _, _, _, dt in _caches(p)))
+    plan = choose_plan(chip, p, [dt for _, _, _, dt in _caches(p)])
     sel = select_tokens(p)
+    hint = kv_l2_hint(p)
     head_blocks = p.heads // p.heads_per_core
     per_core = [[] for _ in range(ncores)]
     for q in range(num_queries(p)):
@@ -198,8 +231,8 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
         if not blocks:
             continue
         prog = CoreProgram(c)
-        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks))
-        prog.buffers = core.buffer_plan(p, plan)
+        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint)
+        prog.buffers = buffer_plan(p, plan)
         cores.append(prog)
     meta = {"kind": "sparse_mla", "mode": p.mode, "queries": num_queries(p),
             "heads_per_core": p.heads_per_core, "b_topk": p.b_topk,
@@ -208,6 +241,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
             "kv_l1_stages": plan.kv_l1_stages, "l0_slots": plan.l0_slots,
             "chunk_tokens": plan.chunk_tokens, "gather_ub_chunks": plan.gather_chunks,
             "o_fragments": plan.fragments, "items": num_queries(p) * head_blocks,
+            "kv_l2_hint": hint,
             "blocks_per_core_max": max(len(b) for b in per_core)}
     return KernelSchedule(f"sparse_mla_{p.mode}", cores, flops(p), meta)
 

@@ -1,8 +1,8 @@
-"""One AI core's sparse MLA program (facts 3.4): buffer plan and the six pipes' records.
+"""One AI core's sparse MLA program (facts 3.4): the six pipes' records.
 
-``choose_plan`` picks tile depths that fit the chip's buffers; ``core_program`` fills a
-``CoreProgram`` for a list of ``sparse_mla.Block`` steps; ``buffer_plan`` lists the
-buffers it claims (checked by ``KernelSchedule.check``).
+``core_program`` fills a ``CoreProgram`` for a list of ``sparse_mla.Block`` steps under a
+``Plan`` (``sparse_mla_plan``: tile depths and the buffers they claim); the AIVs' vector
+functions are costed by ``sparse_mla_vf``.
 
 AIC (per block b, cube order P[b] then O[b-1], so P[b+1] is issued before O[b]):
   MTE2: Q of each item -> L1 (2 slots).  MTE1: Q / K k-tiles, then S and V n-tiles,
@@ -34,113 +34,17 @@ from dataclasses import dataclass
 
 from simnode.instr import isa
 from simnode.instr.schedule import BufferUse
+from simnode.kernels import sparse_mla_vf as vf
+from simnode.kernels.sparse_mla_plan import (FRAG_BUFFERS, INDEX_BLOCK_TOKENS, INDEX_BYTES,
+                                             KV_ROW_BYTES, L0_TILE, Q_L1_SLOTS, Plan,
+                                             gather_slot_bytes, ub_row)
 
-#: KV row bytes per token by cache dtype (facts 2.2, S2 kv_cache_format.h).
-KV_ROW_BYTES = {"bf16": 1024, "fp8": 528, "fp4": 288}
-INDEX_BYTES = 4           # int32 token indices (S2 index tensor)
-INDEX_BLOCK_TOKENS = 640  # facts 3.4: indices fetched in groups of 640 (INDEX_BLOCK_SIZE)
-TOKENS_PER_CHUNK = 32     # facts 3.4: 32 selected tokens per AIV per step
-GATHER_UB_CHUNKS = 3      # facts 3.4: UB holds gathered KV x 3
-KV_L1_STAGES = 4          # facts 3.4: L1 holds KV x 4
-Q_L1_SLOTS = 2            # facts 3.4: L1 holds Q x 2
-L0_SLOTS = 4              # facts 3.4: 4 L0A / L0B slots
-L0_TILE = 128             # facts 3.4: K split into 128-wide L1->L0 tiles
-INDEX_UB_BUFFERS = 4      # facts 3.4: index buffers x 4
-FRAG_BUFFERS = 2          # facts 3.4: 2 output-fragment buffers
 MAX_EVENT_IDS = 8         # facts 3.2, S3: 8 event ids per (src, dst) pipe pair
-STATS_PER_ROW = 4         # running max, sum, scale, sink logit (fp32) per row
-# A 256 B vector register holds 128 16-bit lanes vs 64 fp32 lanes (facts 1.2, S3/S8), so a
-# 16-bit element-op costs half an fp32 element-op; dequant = cast to bf16 + scale multiply.
-DEQUANT_OPS_PER_ELEM = 1.0
-SOFTMAX_SIMPLE_OPS_PER_ELEM = 4   # row max, x*scale - max (one FMA), row sum, cast to bf16
-SOFTMAX_SPECIAL_OPS_PER_ELEM = 1  # exp
-OSCALE_OPS_PER_ELEM = 1           # O_acc * scale + fragment: one FMA, as in the softmax count
-FINAL_OPS_PER_ELEM = 2            # * 1 / row sum, cast to bf16
-PREPROC_OPS_PER_TOKEN = 3         # index -> source offset, stride, burst count (a SIMD VF)
+STAT_BYTES = 4            # fp32 LSE (and prefill's max logit) per row, written per item (S2)
 
 # cross-core flag ids, AIC -> AIV and AIV -> AIC (16 per AIV, facts 3.2)
 X_P, X_FRAG, X_KVFREE, X_SFREE = 0, 1, 2, 3
 X_KV, X_S, X_PFREE, X_FRAGFREE = 0, 1, 2, 3
-
-
-@dataclass(frozen=True)
-class Plan:
-    n_aiv: int
-    rows: int                 #: softmax / O rows (heads) per AIV
-    transposed: bool          #: tokens as MMAD M when heads are below the saturating M
-    chunk_tokens: int
-    gather_chunks: int        #: UB gather slots, in chunks
-    fragments: int            #: fp32 fragments per O drain
-    frag_cols: int
-    kv_l1_stages: int
-    l0_slots: int
-    ub_row_bytes: int         #: gathered row in UB, padded to 32 B (facts 1.3)
-    o_regions: int            #: L0C regions of O n-tiles (= d / 128: O sits at one place, S2)
-
-
-def _ub_parts(p, rows, chunk, gslots, frag_cols, row_pad) -> list[tuple[str, int]]:
-    d = p.d_v
-    return [(f"gathered KV x {gslots} chunks of {chunk} tokens", gslots * chunk * row_pad),
-            ("NZ KV chunk bf16", chunk * d * 2),
-            (f"O accumulator {rows}x{d} fp32", rows * d * 4),
-            (f"O fragments x {FRAG_BUFFERS} of {rows}x{frag_cols} fp32",
-             FRAG_BUFFERS * rows * frag_cols * 4),
-            (f"P/S {rows}x{p.b_topk} fp32", rows * p.b_topk * 4),
-            ("softmax stats", rows * STATS_PER_ROW * 4),
-            (f"index buffers x {INDEX_UB_BUFFERS}", INDEX_UB_BUFFERS * INDEX_BLOCK_TOKENS * INDEX_BYTES)]
-
-
-def choose_plan(chip, p, max_row_bytes: int) -> Plan:
-    """The facts 3.4 plan when it fits; else (1C1V: one UB holds all 64 rows of O) smaller
-    chunks, 2 gather slots and 64-wide fragments. If nothing fits, the facts plan is kept
-    so that the buffer check names the overflowing buffer."""
-    n_aiv = p.vector_cores_per_cube
-    rows = p.heads_per_core // n_aiv
-    row_pad = -(-max_row_bytes // 32) * 32
-    ub = chip.buffers.capacity_bytes("ub")
-    options = [(TOKENS_PER_CHUNK, GATHER_UB_CHUNKS, L0_TILE), (16, 2, 64)]
-    chosen = options[0]
-    for opt in options:
-        if sum(b for _, b in _ub_parts(p, rows, *opt, row_pad)) <= ub:
-            chosen = opt
-            break
-    chunk, gslots, frag_cols = chosen
-    hpc, d, bt = p.heads_per_core, p.d_qk, p.b_topk
-    l1_fixed = Q_L1_SLOTS * hpc * d * 2 + hpc * bt * 2
-    kv_stages = max(2, min(KV_L1_STAGES, (chip.buffers.capacity_bytes("l1") - l1_fixed) // (bt * d * 2)))
-    transposed = hpc < chip.cube.saturating_m_rows
-    a_slot = max(hpc * L0_TILE, hpc * bt) * 2
-    b_slot = bt * L0_TILE * 2
-    if transposed:
-        a_slot, b_slot = b_slot, a_slot
-    l0 = max(2, min(L0_SLOTS, chip.buffers.capacity_bytes("l0a") // a_slot,
-                    chip.buffers.capacity_bytes("l0b") // b_slot))
-    # L0C holds O (d / 128 n-tiles of hpc x 128 fp32) and one P beside it, nothing else
-    # (facts 3.4; S2 kernel_body.h: l0c_out_buf at 0, l0c_p_buf = l0c_out_buf + MMA_M * D_VO)
-    o_regions = d // L0_TILE
-    return Plan(n_aiv, rows, transposed, chunk, gslots, d // frag_cols, frag_cols, kv_stages,
-                l0, row_pad, o_regions)
-
-
-def buffer_plan(p, plan: Plan) -> list[BufferUse]:
-    hpc, d, bt = p.heads_per_core, p.d_qk, p.b_topk
-    a_slot = max(hpc * L0_TILE, hpc * bt) * 2
-    b_slot = bt * L0_TILE * 2
-    if plan.transposed:
-        a_slot, b_slot = b_slot, a_slot
-    out = [BufferUse("aic", "l1", f"Q x {Q_L1_SLOTS}", Q_L1_SLOTS * hpc * d * 2),
-           BufferUse("aic", "l1", f"KV x {plan.kv_l1_stages} stages of {bt} tokens",
-                     plan.kv_l1_stages * bt * d * 2),
-           BufferUse("aic", "l1", "S x 1", hpc * bt * 2),
-           BufferUse("aic", "l0a", f"Q/S tiles x {plan.l0_slots}", plan.l0_slots * a_slot),
-           BufferUse("aic", "l0b", f"K/V tiles x {plan.l0_slots}", plan.l0_slots * b_slot),
-           BufferUse("aic", "l0c", f"O {hpc}x{d} fp32", hpc * d * 4),
-           BufferUse("aic", "l0c", f"P {hpc}x{bt} fp32", hpc * bt * 4)]
-    for v in range(plan.n_aiv):
-        for label, size in _ub_parts(p, plan.rows, plan.chunk_tokens, plan.gather_chunks,
-                                     plan.frag_cols, plan.ub_row_bytes):
-            out.append(BufferUse(f"aiv{v}", "ub", label, size))
-    return out
 
 
 def _memo(cls):
@@ -175,12 +79,31 @@ def leads(p, plan: Plan) -> tuple[int, int]:
     return a_lead, a_lead + max(0, plan.gather_chunks // m - 1)
 
 
-def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list) -> None:
+def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
+                 kv_hint: str = "normal") -> None:
+    """Fill ``prog`` with one core's records; ``kv_hint`` is the L2 hint of the KV gathers."""
     a_lead, g_lead = leads(p, plan)
     _aic(prog, p, plan, blocks, drain)
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):
-        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, chip)
+        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, kv_hint)
+    _launch(prog, p.kernel_launch_ns, p.cold_start_ns)
+
+
+def _launch(prog, launch_ns: float, cold_ns: float) -> None:
+    """The per-launch time before any unit's first instruction: kernel launch + InitSocState
+    (facts 1.2, S6: ~1.9 us; S2 calls AscendC::InitSocState() first) and the cold start
+    (calibrated, see sparse_mla.COLD_START_NS). Each unit's scalar pipe spends it, then
+    releases the unit's other pipes (set s -> pipe, event 0)."""
+    delays = [isa.Delay(ns, label) for ns, label in ((launch_ns, "kernel launch + InitSocState"),
+                                                     (cold_ns, "cold start (calibrated)")) if ns > 0]
+    if not delays:
+        return
+    for unit in sorted({u for u, _ in prog.pipes}):
+        pipes = sorted(pp for (u, pp), ins in prog.pipes.items() if u == unit and ins and pp != "s")
+        prog.pipe(unit, "s")[:0] = delays + [Set("s", pp, 0) for pp in pipes]
+        for pp in pipes:
+            prog.pipes[(unit, pp)].insert(0, Wait("s", pp, 0))
 
 
 def _aic(prog, p, plan: Plan, blocks, drain) -> None:
@@ -302,50 +225,50 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             drain_frags()                               # the item ending at g-1: its O
 
 
-def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chip) -> None:
+def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint) -> None:
     mte2, vec, mte3 = prog.pipe(unit, "mte2"), prog.pipe(unit, "v"), prog.pipe(unit, "mte3")
     n = len(blocks)
     rows, d = plan.rows, p.d_v
     gathered = converted = 0
     stores_pending = 0
     prev_dispatch = False
+    o_blocks = 0              # rescale drains of the current item so far (S2 o_block_idx)
     topk_of = {"kv": p.topk, "main": p.topk_main, "extra": p.topk_extra}
+    # the gather slots start zeroed (S2 clear_all_kv_bufs), before the first gather
+    vec.extend(vf.clear_kv(sum(gather_slot_bytes(p, plan))))
 
     def drain_in(final_item):
         """Consume one O drain: scale-and-add each fragment into the O accumulator; at an
-        item's end also normalize (sinks, 1/row sum), cast to bf16 and store it to GM,
-        fragment by fragment (the 2 output-fragment buffers, facts 3.4).
+        item's end normalize, cast to bf16 and store it to GM, fragment by fragment (the 2
+        output-fragment buffers, facts 3.4). The first rescale drain of an item only scales,
+        later ones also add; the final VF adds the accumulator only if a rescale drain left
+        one (S2 o_block_idx: add_and_scale_o_vf<true, o_block_idx != 0>,
+        get_final_output_vf<o_block_idx != 0>).
 
-        The bf16 result is written over its own fp32 columns of the O accumulator (half their
-        bytes; facts 3.4 lists no output staging buffer in UB), so a fragment buffer is free
-        again as soon as the VF has read it; the accumulator columns are rewritten only by the
-        next item's first drain, which waits for their store (mte3 -> v event 1)."""
-        nonlocal stores_pending
+        The bf16 result is written over its own fp32 columns of the O accumulator (S2
+        get_final_output_vf), so a fragment buffer is free again as soon as the VF has read
+        it; the accumulator columns are rewritten only by the next item's first drain, which
+        waits for their store (mte3 -> v event 1)."""
+        nonlocal stores_pending, o_blocks
         e = rows * plan.frag_cols
-        if final_item is not None:
-            if p.sinks:                    # denominator += exp(sink - max), per row
-                vec.append(Vec(rows, "special", 0, "sink exp"))
-            vec.append(Vec(rows, "div", 0, "1 / row sum"))
         for f in range(plan.fragments):
             vec.append(XWait("aic", X_FRAG))
             if stores_pending:
                 vec.append(Wait("mte3", "v", 1))
                 stores_pending -= 1
-            # UB traffic: the VF reads the fp32 accumulator and fragment (8 B per element) while
-            # it writes the result over the other bank group; reads and writes stream together
-            # as in ND2NZ (facts 3.3 S1, 1.3 S2), so the 8 B read per element set the UB time
             if final_item is None:
-                vec.append(Vec(OSCALE_OPS_PER_ELEM * e, "simple", 8 * e, "O scale + fragment"))
+                vec.extend(vf.scale_o(rows, plan.frag_cols, o_blocks > 0))
                 vec.append(XSet("aic", X_FRAGFREE))
                 continue
-            vec.append(Vec((OSCALE_OPS_PER_ELEM + FINAL_OPS_PER_ELEM) * e, "simple", 8 * e,
-                           "O final: add, normalize, cast bf16"))
+            vec.extend(vf.final_output(rows, plan.frag_cols, o_blocks > 0))
             vec.append(XSet("aic", X_FRAGFREE))
             vec.append(Set("v", "mte3", 2))
             mte3.append(Wait("v", "mte3", 2))
             mte3.append(isa.Copy("ub_to_gm", e * 2, ("o", final_item, v, f), label="O -> GM"))
             mte3.append(Set("mte3", "v", 1))
-        if final_item is not None:
+        if final_item is None:
+            o_blocks += 1
+        else:
             stores_pending = plan.fragments
 
     for j in range(-g_lead, n):
@@ -355,16 +278,16 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             blk = blocks[gb]
             mine = [c for c in _chunks(blk, plan) if c[1] == v]
             if blk.index_group >= 0:
+                # S2 run_issue_index_fetch / run_process_index: once per group of 640 indices
+                # of one cache (decode: main and extra each start a group), on all of them
                 cnt = min(INDEX_BLOCK_TOKENS, topk_of[blk.cache] - blk.index_group * INDEX_BLOCK_TOKENS)
                 mte2.append(isa.Copy("gm_to_ub", cnt * INDEX_BYTES,
                                      ("idx", blk.item, blk.cache, blk.index_group), label="indices"))
                 mte2.append(Set("mte2", "v", 1))
                 preproc.append(Wait("mte2", "v", 1))
-            ntok = sum(len(c[2]) for c in mine)
-            preproc.append(Vec(PREPROC_OPS_PER_TOKEN * max(1, ntok), "simple", 8 * max(1, ntok),
-                               "index preprocess"))
-            preproc.append(Set("v", "mte2", 1))
-            mte2.append(Wait("v", "mte2", 1))
+                preproc.extend(vf.process_index(p.mode, cnt))
+                preproc.append(Set("v", "mte2", 1))
+                mte2.append(Wait("v", "mte2", 1))
             row = KV_ROW_BYTES[blk.dtype]
             per_desc = 2 if p.gather2 else 1
             ndesc = sum(math.ceil(len(c[2]) / per_desc) for c in mine)
@@ -378,9 +301,9 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
                     # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token
                     # distance) whose two rows each hit or miss in L2 on their own
                     if len(keys) == 1:
-                        mte2.append(Copy("gm_to_ub", row, keys[0], "normal", "KV gather"))
+                        mte2.append(Copy("gm_to_ub", row, keys[0], kv_hint, "KV gather"))
                     else:
-                        mte2.append(Copy("gm_to_ub", row * len(keys), None, "normal", "KV gather2",
+                        mte2.append(Copy("gm_to_ub", row * len(keys), None, kv_hint, "KV gather2",
                                          keys))
                     desc += 1
                     if desc == stall_at:
@@ -405,36 +328,26 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
                 mte3.append(XWait("aic", X_KVFREE))
             for _, _, toks in (c for c in _chunks(blk, plan) if c[1] == v):
                 t = len(toks)
-                e = t * d
                 vec.append(Wait("mte2", "v", 0))
                 if converted >= 1:
                     vec.append(Wait("mte3", "v", 0))
                 if blk.dtype == "bf16":
-                    # ND2NZ streams the rows once at 256 B/cycle (facts 3.3, S1: the VF "achieves
-                    # peak UB read and write throughput", pairs of 256 B over both UB bank groups,
-                    # facts 1.3 S2): reads and writes overlap, so the bytes count once
-                    vec.append(Vec(0, "simple", e * 2, "ND2NZ"))
+                    vec.extend(vf.nd2nz(t))
                 else:
-                    # one VF: load the rows, (FP4: decode through the decoder at 64 B/cycle of
-                    # FP4 bytes, facts 1.2, S3; e elements are e / 2 bytes), scale, store NZ
-                    # bf16; the stages stream together, so the slowest one sets the time
-                    fp4 = e // 2 if blk.dtype == "fp4" else 0
-                    vec.append(Vec(DEQUANT_OPS_PER_ELEM * e, "simple",
-                                   t * KV_ROW_BYTES[blk.dtype] + e * 2, "dequant + ND2NZ", fp4))
+                    vec.extend(vf.dequant(blk.dtype, t, ub_row(blk.dtype)))
                 vec.append(Set("v", "mte2", 0))
                 vec.append(Set("v", "mte3", 0))
                 converted += 1
                 mte3.append(Wait("v", "mte3", 0))
-                mte3.append(Copy("ub_to_l1", e * 2, None, "normal", "KV chunk -> L1"))
+                mte3.append(Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1"))
                 mte3.append(Set("mte3", "v", 0))
                 mte3.append(XSet("aic", X_KV))
         sb = j + 1
         if 0 <= sb < n:
-            t = len(blocks[sb].tokens)
-            e = rows * t
+            blk = blocks[sb]
+            t = len(blk.tokens)
             vec.append(XWait("aic", X_P))
-            vec.append(Vec(SOFTMAX_SIMPLE_OPS_PER_ELEM * e, "simple", 6 * e, "softmax"))
-            vec.append(Vec(SOFTMAX_SPECIAL_OPS_PER_ELEM * e, "special", 0, "exp"))
+            vec.extend(vf.softmax(rows, t, blk.first))
             vec.append(Set("v", "mte3", 1))
             mte3.append(Wait("v", "mte3", 1))
             if sb >= 1:
@@ -442,10 +355,21 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, chi
             mte3.append(Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1"))
             mte3.append(XSet("aic", X_S))
             mte3.append(XSet("aic", X_PFREE))
+            if sb + 1 == n or blocks[sb + 1].first:
+                # the item's last softmax: its LSE and 1 / row sum, written out (prefill also
+                # writes the max logits) right after it (S2 run_softmax, last block)
+                vec.extend(vf.final_lse(p.sinks))
+                vec.append(Set("v", "mte3", 3))
+                mte3.append(Wait("v", "mte3", 3))
+                for what in (("lse",) if p.mode == "decode" else ("lse", "max_logits")):
+                    mte3.append(isa.Copy("ub_to_gm", rows * STAT_BYTES, (what, blk.item, v),
+                                         label=f"{what} -> GM"))
         # index preprocessing (j+g_lead) after softmax (j+1), as S2's step issues them
         vec.extend(preproc)
         # O scale (j) after softmax (j+1) (facts 3.4; S2 run_scale_o): a rescale drain before
         # O[j], then, if block j ends its item, the item's final O
+        if 0 <= j < n and blocks[j].first:
+            o_blocks = 0
         if 0 <= j < n and drain[j] and not blocks[j].first:
             drain_in(None)
         if 0 <= j < n and (j + 1 == n or blocks[j + 1].first):

@@ -22,6 +22,7 @@ bound, vector-compute bound, the AIV copy paths, and which binds). Pure: no SimP
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from simnode.config.chip import DTYPE_BITS, ChipSpec
@@ -71,6 +72,10 @@ class SwigluParams:
     num_cores: int = param(0, "AI cores whose two AIVs run it (0 = all)", unit="cores", min=0)
     stages: int = param(3, "input/output row buffers per AIV (S3 num_stages = 3)", unit="buffers",
                         min=1)
+
+    def __post_init__(self):
+        if isinstance(self.rows, numbers.Integral) and not isinstance(self.rows, bool):
+            object.__setattr__(self, "rows", int(self.rows))   # NumPy counts -> plain int (JSON meta)
 
     @property
     def groups(self) -> int:

@@ -215,6 +215,8 @@ class DeepEPSim:
             0.0, self.jetty_jitter_ns, (R, A)) if self.jetty_jitter_ns > 0 else None
         self.groups: list = []       # Group of message trains, for the trace
         self.payload_sent = 0.0
+        self.barrier_wait_ns = np.zeros(R)   #: per rank: time its barriers waited for others
+        self.entry_wait_ns = np.zeros(R)     #: ... of which at the entry barrier
 
     def _barrier(self, name: str, rank: int, work_ns: float):
         """Cross-rank barrier: ``work_ns`` of issuing (remote stores, polling), then wait until
@@ -225,7 +227,11 @@ class DeepEPSim:
         state[0] += 1
         if state[0] == self.spec.num_ranks:
             state[1].succeed()
+        arrived = env.now
         yield state[1]
+        wait = env.now - arrived                           # waiting for slower ranks
+        self.barrier_wait_ns[rank] += wait
+        self.entry_wait_ns[rank] += wait if name.endswith(".entry") else 0.0
         yield env.timeout(self.max_latency_ns)
 
     def _kernel_start(self, kind: str, rank: int, t: RankTimes):
@@ -298,9 +304,10 @@ class DeepEPSim:
         yield env.timeout(self.spec.doorbell_ns)
         t.mark("doorbell", s, env.now)
 
-    def dispatch_sends(self, r: int, share_of: float = 1.0):
+    def dispatch_sends(self, r: int, share_of: float = 1.0, on_group=None):
         """URMA moves rank r's records to every peer: one train per peer (or each Jetty's
-        messages in order); ``share_of``: this part of every train (a fused kernel's chunk)."""
+        messages in order); ``share_of``: this part of every train (a fused kernel's chunk);
+        ``on_group(group)`` is called with the trains' group once it is posted."""
         env, plan = self.env, self.plan
         R, A = self.spec.num_ranks, plan.params.num_aiv
         sz = plan.sizes
@@ -323,6 +330,8 @@ class DeepEPSim:
             group = self.ends.send_many(src, dst, payload, wqes * sz.sqe_bytes, wqes, len(peers),
                                         tag=(src, dst))
             self.groups.append(group)
+            if on_group is not None:
+                on_group(group)
             yield group
 
     # -- combine -------------------------------------------------------------------------------

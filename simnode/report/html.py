@@ -239,6 +239,17 @@ def _plots(folder: ResultFolder, published=()) -> list[str]:
                            "x: the TFLOPS at the kernel's bound (flops / bound); y: achieved TFLOPS "
                            "(flops / time). On the diagonal a kernel runs at its bound; its distance below "
                            "is the simulated/bound ratio."))
+    if plots.has_layer(pts):
+        out.append(_figure(plots.layer_breakdown_png(pts, "MoE layer: where the time goes"),
+                           "MoE layer breakdown",
+                           "Each run's layer time, split for its straggler (the rank the others wait "
+                           "for): compute, communication not hidden behind compute, and the wait for "
+                           "slower ranks at the barriers. The three add up to the layer time."))
+    strips = [p for p in pts if plots.has_rank_strip(p)]
+    for p in strips[:MAX_HEATMAPS]:
+        out.append(_figure(plots.rank_strip_png(p, title=p.label), f"per-rank breakdown {p.label}",
+                           f"{p.label}: every rank's compute, exposed communication and wait; "
+                           f"{p.result.details.get('straggler_reason', '')}"))
     return (["<h2>Plots</h2>"] + out) if out else []
 
 

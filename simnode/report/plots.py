@@ -17,6 +17,10 @@ never by a kind's name:
   per run.
 - ``roofline_png(points)``: each kernel with FLOPs (a figure in unit FLOP) against its
   bound: x = flops / bound_ns, y = flops / time_ns; the diagonal is the roofline.
+- ``layer_breakdown_png(points)``: runs whose header splits their time for the straggler
+  (compute_ns, exposed_comm_ns, imbalance_wait_ns: a MoE layer), one stacked bar each.
+- ``rank_strip_png(point)``: the same split for every rank (a ``per_rank`` figure: a list
+  of records with those three fields).
 
 Each function returns PNG bytes, or raises ``ValueError`` when there is nothing to plot
 (the ``*_candidates`` helpers tell beforehand).
@@ -237,5 +241,91 @@ def roofline_png(points, title: str = "") -> bytes:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(title or "position against the roofline bound")
+    fig.tight_layout()
+    return _png(fig)
+
+
+# -- (e) MoE layer: where the time goes ------------------------------------------------------
+
+#: a layer's time, split for its straggler (rank the others wait for) into what adds up to it
+LAYER_PARTS = (("compute_ns", "compute", "tab:blue"),
+               ("exposed_comm_ns", "exposed communication", "tab:orange"),
+               ("imbalance_wait_ns", "imbalance wait", "tab:gray"))
+
+
+def _has_breakdown(point) -> bool:
+    d = point.result.details
+    return all(key in d for key, _, _ in LAYER_PARTS)
+
+
+def has_layer(points) -> bool:
+    return any(_has_breakdown(p) for p in points)
+
+
+def layer_breakdown_png(points, title: str = "") -> bytes:
+    """One stacked bar per MoE-layer run (an EP size x overlap point of a sweep): the
+    straggler's compute, the communication not hidden behind it, and its wait for the other
+    ranks; the three add up to the layer's time."""
+    points = [p for p in points if _has_breakdown(p)]
+    if not points:
+        raise ValueError("no results with a compute / exposed communication / wait split to plot")
+    fig = Figure(figsize=(max(5.0, 0.7 * len(points) + 2.5), 4.4))
+    ax = fig.subplots()
+    x = np.arange(len(points))
+    bottom = np.zeros(len(points))
+    for key, label, color in LAYER_PARTS:
+        v = np.array([units.ns_to_us(p.result.details[key]) for p in points])
+        ax.bar(x, v, 0.7, bottom=bottom, label=label, color=color)
+        bottom += v
+    ax.set_xticks(x, [p.label for p in points], rotation=35, ha="right", fontsize=7)
+    ax.set_ylabel("layer time (us)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _per_rank(point) -> list:
+    f = point.result.details.get("per_rank")
+    if isinstance(f, list) and f and all(isinstance(r, dict) and all(k in r for k, _, _ in LAYER_PARTS)
+                                         for r in f):
+        return f
+    return []
+
+
+def has_rank_strip(point) -> bool:
+    return bool(_per_rank(point))
+
+
+def rank_strip_png(point, title: str = "") -> bytes:
+    """Every rank's breakdown side by side (x = rank): compute, exposed communication and
+    barrier wait, the straggler marked; a rank with more routed rows computes longer and the
+    others wait for it."""
+    per = _per_rank(point)
+    if not per:
+        raise ValueError("no per-rank breakdown to plot")
+    R = len(per)
+    fig = Figure(figsize=(min(14.0, max(5.0, 0.09 * R + 3.0)), 3.6))
+    ax = fig.subplots()
+    x = np.arange(R)
+    bottom = np.zeros(R)
+    for key, label, color in LAYER_PARTS:
+        v = np.array([units.ns_to_us(r[key]) for r in per])
+        ax.bar(x, v, 0.85, bottom=bottom, label=label, color=color, linewidth=0)
+        bottom += v
+    s = point.result.details.get("straggler_rank")
+    if isinstance(s, int) and 0 <= s < R:
+        ax.annotate("straggler", (s, bottom[s]), xytext=(0, 8), textcoords="offset points",
+                    ha="center", fontsize=7, arrowprops={"arrowstyle": "-", "lw": 0.8})
+    ax.set_xlim(-0.6, R - 0.4)
+    ax.set_ylim(0, 1.12 * float(bottom.max()) if R else 1.0)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("time (us)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return _png(fig)

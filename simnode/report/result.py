@@ -304,11 +304,16 @@ def _figure_rows(label: str, f: Figure) -> list[tuple[str, str]]:
             rows.append((f"{label}.{sub}", _show(x)))
         return rows
     if isinstance(v, (list, tuple)):
-        return [(f"{label}[{i}]", ", ".join(f"{a}={_show(b)}" for a, b in x.items())
-                 if isinstance(x, Mapping) else str(x)) for i, x in enumerate(v)]
+        rows = [(f"{label}[{i}]", ", ".join(f"{a}={_show(b)}" for a, b in x.items())
+                 if isinstance(x, Mapping) else str(x)) for i, x in enumerate(v[:TABLE_LIST_ROWS])]
+        if len(v) > TABLE_LIST_ROWS:                # a per-rank list at EP128: --json has them all
+            rows.append((f"{label}[...]", f"{len(v) - TABLE_LIST_ROWS} more in --json"))
+        return rows
     return [(label, _show(v))]
 
 
+#: rows of a list figure the printed table shows (a per-rank list at EP128 would be 128)
+TABLE_LIST_ROWS = 16
 #: figures the table shows in a form of their own (the rows above the rest)
 _SHOWN_AS_ROWS = ("flops", "tflops", "l2_bytes", "l2_GBps", "l2_util_frac", "hbm_bytes", "hbm_GBps",
                   "hbm_util_frac", "pipe_busy_frac")

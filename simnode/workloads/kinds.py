@@ -10,4 +10,5 @@ BUILTIN = {
     "tile": "simnode.workloads.tile",
     "grouped_gemm": "simnode.workloads.grouped_gemm",
     "swiglu": "simnode.workloads.swiglu",
+    "moe_layer": "simnode.workloads.moe_layer",
 }

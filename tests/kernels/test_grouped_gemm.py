@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -94,7 +95,9 @@ def grouped_shapes(draw):
         max_m = max(counts) + draw(st.sampled_from([0, 1, 100]))
     n = draw(st.sampled_from([256, 300, 1024]))
     k = draw(st.sampled_from([512, 700, 1024]))
-    return GroupedGemmParams(counts, n, k, *pair, layout=layout, max_m=max_m, block_m=block_m)
+    return GroupedGemmParams(counts, n, k, *pair, layout=layout, max_m=max_m, block_m=block_m,
+                             l1_stages=draw(st.sampled_from([0, 2])),
+                             num_cores=draw(st.sampled_from([0, 3])))
 
 
 def _rows_of_stores(p, t, sched):
@@ -160,6 +163,10 @@ def test_every_routed_row_is_computed_exactly_once(chip, p):
     # the stores write every loaded row once, BF16 (2 B) per element
     stored = sum(i.size_bytes for _, i in _records(sched, "mte3", isa.Copy) if i.path == "ub_to_gm")
     assert stored == sum(b.rows for b in blocks) * p.n * 2
+    # it runs (no deadlock: the flag protocol holds for any count, stage and core number)
+    # and never beats its roofline
+    run = _run(chip, sched)
+    assert run.makespan_ns >= grouped_gemm_roofline(chip, p, sched)["bound_ns"] * (1 - 1e-9)
 
 
 def test_masked_blocks_past_the_count_are_never_scheduled(chip):
@@ -180,6 +187,13 @@ def test_masked_blocks_past_the_count_are_never_scheduled(chip):
     # the contiguous layout pads the segment to BLOCK_M and multiplies all of it (S3)
     c = expert_blocks(GroupedGemmParams((100,), 512, 1024, block_m=256), t)
     assert [(b.rows, b.valid, b.computed) for b in c] == [(256, 100, 256)]
+
+
+def test_counts_from_numpy_are_plain_ints(chip):
+    """Routing hands NumPy counts; the params keep plain ints (hashable, JSON-ready meta)."""
+    p = GroupedGemmParams(np.array([300, 0, 7]), 256, 512)
+    assert p.m_per_expert == (300, 0, 7) and all(type(m) is int for m in p.m_per_expert)
+    assert grouped_gemm_schedule(chip, p).meta["tokens"] == 307
 
 
 def test_tiles_follow_the_layouts_rules(chip):

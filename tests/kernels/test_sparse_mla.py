@@ -6,8 +6,9 @@ import pytest
 
 from simnode.errors import ScheduleError
 from simnode.instr import isa
-from simnode.kernels import sparse_mla_core as core
 from simnode.instr.schedule import to_records
+from simnode.kernels import sparse_mla_core as core, sparse_mla_vf as vf
+from simnode.kernels.sparse_mla_plan import choose_plan
 from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
                                         item_blocks, select_tokens, sparse_mla_schedule)
 
@@ -139,20 +140,90 @@ def test_l0c_holds_one_o_and_one_p_and_fixpipe_follows_the_kernels_order(chip):
 
 
 @pytest.mark.parametrize("vpc", [2, 1])
-def test_the_aiv_preprocesses_indices_after_softmax_as_the_kernel_orders_its_vector_work(chip,
-                                                                                          vpc):
+def test_the_aiv_preprocesses_each_index_group_after_softmax_as_the_kernel_orders_its_vector_work(
+        chip, vpc):
     """facts 3.4, S2: the vector step s is ND2NZ(s+a), softmax(s+1), index preprocessing(s+g),
-    O scale(s). With one AIV per cube the gather lead g shrinks to the ND2NZ lead a, and the
-    preprocessing of block b must come before ND2NZ(b) (which needs the gather it releases),
-    so it moves in front of the step's ND2NZ and follows softmax(s) of the step before."""
+    O scale(s); run_process_index works once per group of 640 indices (S2 returns early on
+    the group's other blocks). With one AIV per cube the gather lead g shrinks to the ND2NZ
+    lead a, and the preprocessing of block b must come before ND2NZ(b) (which needs the
+    gather it releases), so it moves in front of the step's ND2NZ and follows softmax(s) of
+    the step before."""
     p = SparseMlaParams(**{**SMALL, "vector_cores_per_cube": vpc})
-    a, g = core.leads(p, core.choose_plan(chip, p, KV_ROW_BYTES["bf16"]))
+    a, g = core.leads(p, choose_plan(chip, p, ["bf16"]))
     assert (g > a) is (vpc == 2)
     labels = [i.label for i in sparse_mla_schedule(chip, p).cores[0].pipes[("aiv0", "v")]
               if type(i) is isa.VecOp]
     pre = [k for k, lab in enumerate(labels) if lab == "index preprocess"]
     softmax = [k for k, lab in enumerate(labels) if lab == "softmax"]
-    assert len(pre) == len(softmax) >= 4     # one of each per block
-    for b in range(g, len(pre)):
-        last = max(i for i, k in enumerate(softmax) if k < pre[b])   # block of that softmax
-        assert last == (b - g + 1 if g > a else b - g)
+    # core 0 runs items 0 and 32, 4 blocks each, one index group (256 < 640 indices) each
+    starts = [b for b, blk in enumerate(item_blocks(p, 0, 0, select_tokens(p))
+                                        + item_blocks(p, 32, 32, select_tokens(p)))
+              if blk.index_group >= 0]
+    assert starts == [0, 4] and len(pre) == len(starts) and len(softmax) == 8
+    for b, k in zip(starts, pre):
+        before = [i for i, s in enumerate(softmax) if s < k]        # blocks of earlier softmaxes
+        want = b - g + 1 if g > a else b - g
+        assert (before[-1] if before else -1) == max(want, -1)
+
+
+def test_vector_functions_cost_s2s_instructions(chip):
+    """The AIV's VFs are priced by S2's instructions (sparse_mla_vf): FP8 dequant takes 22 ALU
+    instructions per token (2 scale interleaves, then per 128 elements 2 FP8 -> fp32
+    conversions, shift, or, scale multiply) plus 2 per 8 tokens for the UE8M0 scales; FP4
+    takes 8 (per 128 elements the decoder conversion and the multiply) plus 4 per 4 tokens,
+    and its 32 tokens decode to 32 KiB of bf16, 512 cycles at the decoder's 64 B/cycle."""
+    fp8, = vf.dequant("fp8", 32, 544)
+    fp4, = vf.dequant("fp4", 32, 288)
+    assert fp8.ops == (32 * 22 + 4 * 2) * 64 and fp8.op_class == "vf_alu"
+    assert fp4.ops == (32 * 8 + 8 * 4) * 64 and fp4.decode_bytes == 32 * 512 * 2
+    assert fp4.decode_bytes / chip.vector.fp4_decode_B_per_cycle == 512
+    # the FP4 VF is paced by its decoder, the FP8 one by its ALU work
+    alu_rate = chip.vector.ops_per_cycle["vf_alu"]
+    assert fp4.decode_bytes / chip.vector.fp4_decode_B_per_cycle > fp4.ops / alu_rate
+    assert fp8.ops / alu_rate > 700
+    # softmax of a later block: 225 ALU instructions and 33 exp over its 32 x 64 scores
+    simple, special = vf.softmax(32, 64, first=False)
+    assert (simple.ops, special.ops, special.op_class) == (225 * 64, 33 * 64, "special")
+    # decode walks its group's indices (128: one pair of registers), prefill all 640
+    assert vf.process_index("decode", 128)[0].ops == (7 + 28) * 64
+    assert vf.process_index("decode", 512)[0].ops == (7 + 4 * 28) * 64
+    assert vf.process_index("prefill", 300)[0].ops == (4 + 5 * 10) * 64
+    # the final output adds the accumulator only if a rescale drain left one
+    assert vf.final_output(32, 128, True)[0].ops > vf.final_output(32, 128, False)[0].ops
+
+
+def test_decode_kv_bypasses_l2_unless_the_cache_is_small_and_reused_as_s2_decides(chip):
+    """S2 run(): NORMAL_LAST_VICTIM only for caches of <= 8 MiB read >= 4x per token, else
+    NOTALLOC_CLEAN; prefill always allocates."""
+    def hints(**kw):
+        s = _sched(chip, **kw)
+        return {i.l2_hint for prog in s.cores for (u, pp), ins in prog.pipes.items()
+                if u != "aic" and pp == "mte2" for i in ins
+                if type(i) is isa.Copy and i.label.startswith("KV gather")}, s.meta["kv_l2_hint"]
+    decode = dict(mode="decode", topk_main=128, topk_extra=512)
+    assert hints(**decode, batch=64, s_q=4, main_len=256, extra_len=2048) == ({"notalloc"}, "notalloc")
+    # the "prefill-as-decode" shape: one sequence of 4096 + 4096 tokens (4.3 MB), 4096 queries
+    assert hints(**decode, batch=1, s_q=64, main_len=4096, extra_len=4096) == ({"normal"}, "normal")
+    assert hints() == ({"normal"}, "normal")
+
+
+def test_every_pipe_starts_after_the_launch_and_the_cold_start(chip):
+    """facts 1.2, S6: kernel launch + InitSocState (1.9 us), then the calibrated cold start,
+    on each unit's scalar pipe; every other pipe waits for them."""
+    prog = _sched(chip, n_q=8, kernel_launch_ns=1900, cold_start_ns=500).cores[0]
+    for (unit, pipe), ins in prog.pipes.items():
+        if pipe == "s":
+            assert [i.time_ns for i in ins if type(i) is isa.Delay] == [1900, 500]
+        else:
+            assert ins[0] == isa.WaitFlag("s", pipe, 0)
+    bare = _sched(chip, n_q=8, kernel_launch_ns=0, cold_start_ns=0).cores[0]
+    assert ("aic", "s") not in bare.pipes
+
+
+def test_each_item_writes_its_lse_and_prefill_its_max_logits(chip):
+    def written(**kw):
+        prog = _sched(chip, **kw).cores[0]
+        return sorted(i.gm_key[0] for i in prog.pipes[("aiv0", "mte3")]
+                      if type(i) is isa.Copy and i.path == "ub_to_gm" and i.gm_key[0] != "o")
+    assert written(n_q=32) == ["lse", "max_logits"]            # core 0: one item
+    assert written(mode="decode", batch=8, s_q=4) == ["lse"]

@@ -7,7 +7,8 @@ depend on how long a full-size run takes.
 - ``write_run_dir(path, record, series=None)``: a run folder.
 - ``write_sweep_dir(path, params, rows)``: a sweep folder from [(point, record, series)].
 - ``gemm_result``: result.json of a small GEMM run (a fresh dict).
-- ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``: ready-made folders.
+- ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``, ``layer_sweep_dir``: ready-made
+  folders.
 - ``browser``: a headless Chromium to open the report in (``find_browser``): found on the
   machine, or the test is skipped with what to install, or fails when
   ``SIMNODE_REQUIRE_BROWSER=1`` (CI, where the test command installs one as root).
@@ -33,6 +34,7 @@ CHIP = REPO_ROOT / "topologies" / "ascend950dt.yaml"
 SUPERNODE = REPO_ROOT / "topologies" / "atlas950-supernode.yaml"
 GEMM = REPO_ROOT / "workloads" / "gemm-bf16-4096x7168x16384.yaml"
 DEEPEP = REPO_ROOT / "workloads" / "deepep-normal.yaml"
+LAYER = REPO_ROOT / "workloads" / "moe-layer.yaml"
 SMALL_GEMM = {"m": 256, "n": 512, "k": 1024}
 SMALL_DEEPEP = {"tokens_per_rank": 512}
 
@@ -95,6 +97,14 @@ def deepep_run_dir(tmp_path) -> Path:
 def deepep_sweep_dir(tmp_path) -> Path:
     rows = [({"num_ranks": n}, *run_result(SUPERNODE, DEEPEP, num_ranks=n, **SMALL_DEEPEP)) for n in (8, 16)]
     return write_sweep_dir(tmp_path / "sweep", {"num_ranks": [8, 16]}, rows)
+
+
+@pytest.fixture
+def layer_sweep_dir(tmp_path) -> Path:
+    """A small MoE layer sweep: EP4 x (sequential, fused), 256 tokens per rank."""
+    rows = [({"overlap": o}, *run_result(SUPERNODE, LAYER, num_ranks=4, tokens_per_rank=256, overlap=o))
+            for o in ("sequential", "fused")]
+    return write_sweep_dir(tmp_path / "layer", {"overlap": ["sequential", "fused"]}, rows)
 
 
 #: where a headless Chromium may be: $SIMNODE_BROWSER, then these names on PATH, then a

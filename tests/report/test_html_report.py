@@ -94,6 +94,17 @@ def _error(res) -> str:
     return res.err
 
 
+def test_layer_sweep_report(layer_sweep_dir):
+    """A MoE layer sweep gets the time breakdown per point and every point's rank strip."""
+    page = write_report(layer_sweep_dir).read_text()
+    assert_self_contained(page)
+    assert 'alt="MoE layer breakdown"' in page
+    assert page.count('alt="per-rank breakdown') == 2
+    for p in load_folder(layer_sweep_dir).points:
+        assert p.result.details["straggler_reason"] in page
+    assert render_html(load_folder(layer_sweep_dir)) == page
+
+
 def test_missing_folder_is_an_error(tmp_path, cli):
     assert "expected an existing folder" in _error(cli("report", tmp_path / "nope"))
 

@@ -83,6 +83,22 @@ def test_network_result_field_of_another_type(deepep_run_dir, cli, error, change
     error(cli("report", deepep_run_dir), str(deepep_run_dir / "result.json"), *needles)
 
 
+def _per_rank(record):
+    return next(f for f in record["figures"] if f["name"] == "per_rank")
+
+
+@pytest.mark.parametrize("change, needles", [
+    (lambda r: _per_rank(r).update(value={"compute_ns": [1.0, 2.0]}),
+     ["value = '<a JSON object", "a number, string or bool, a mapping of them, or a list of records"]),
+    (lambda r: _per_rank(r).update(value=[{"rank": 0, "compute_ns": [1.0]}]),
+     ["value = '<a JSON list of 1 item", "a list of records"]),
+])
+def test_layer_result_field_of_another_type(layer_sweep_dir, cli, error, change, needles):
+    point = layer_sweep_dir / "points" / "001" / "result.json"
+    edit_json(point, change)
+    error(cli("report", layer_sweep_dir), str(point), *needles)
+
+
 # -- series.json ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change, needles", [

@@ -1,0 +1,211 @@
+"""Workload kind ``moe_layer``: one expert-parallel MoE layer on every rank, on one clock.
+
+Dispatch, the expert GEMMs, SwiGLU, combine and the shared experts of every rank run on one
+supernode clock (``simnode.moe.layer``): their messages and kernels share each rank's HBM,
+so overlap, contention and stragglers are outcomes. ``overlap`` picks sequential, two
+micro-batches or a fused kernel; ``comm_aivs`` how many AIVs communication takes while
+compute runs. Routing and the DeepEP costs are the deepep kind's fields (declared there).
+
+Result (``simnode.report.result``): the header carries ``layer_ns`` (the slowest rank's end,
+also the makespan), ``compute_ns`` and ``comm_ns`` (the straggler's busy time on its compute
+and communication streams), ``exposed_comm_ns`` (time its compute stream sat idle for its
+own communication), ``imbalance_wait_ns`` (time its barriers waited for slower ranks),
+``overlap_frac``, ``straggler_rank`` and ``straggler_reason``, ``load_imbalance`` (max / mean
+routed rows per rank), ``grouped_gemm_tflops``, ``padding_frac``, ``phase_us`` (mean and max
+over ranks of every phase) and ``per_rank`` (every rank's split). Kernel records: dispatch
+and combine (DeepEP's GB/s convention, mean over ranks and instances: ``dispatch_GBps``),
+gemm1, swiglu and gemm2 (the slowest rank's total); series: link and per-rank HBM / URMA
+busy fractions over the layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from simnode import units
+from simnode.errors import ConfigError
+from simnode.moe.deepep import DeepEPCosts
+from simnode.moe.layer import OVERLAPS, LayerParams, MoELayerSim
+from simnode.report.result import KernelRecord, Result, fig
+from simnode.workloads import deepep as deepep_kind
+from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.supernode import link_series, link_util
+
+_DEEPEP = {f.name: f for f in deepep_kind.FIELDS}
+#: fields taken as the deepep kind declares them (routing and the DeepEP software costs)
+_SHARED = ("num_ranks", "tokens_per_rank", "hidden", "top_k", "num_experts", "routing",
+           "zipf_exponent", "hot_experts", "hot_share", "routing_file", "seed",
+           "batch_window_ns") + tuple(f.name for f in dataclasses.fields(DeepEPCosts))
+
+FIELDS = tuple(_DEEPEP[n] for n in _SHARED) + (
+    Field("intermediate", "int", 2048, "expert FFN intermediate size", min_value=128,
+          unit="elements"),
+    Field("shared_experts", "int", 1, "shared experts (run on every rank's own tokens)",
+          min_value=0, unit="experts"),
+    Field("shared_intermediate", "int", 2048, "the shared experts' intermediate size",
+          min_value=128, unit="elements"),
+    Field("weight_dtype", "str", "fp8", "expert weights (fp4: MXFP4, decoded on the AIVs)",
+          ("fp8", "fp4")),
+    Field("overlap", "str", "sequential", "how communication and compute overlap", OVERLAPS),
+    Field("comm_aivs", "int", 64, "AIVs per rank that run DeepEP (compute gets the rest "
+          "while communication runs)", min_value=2, unit="AIVs"),
+    Field("fused_chunks", "int", 4, "fused: chunks each dispatch train is sent in",
+          min_value=1, unit="chunks"),
+)
+
+
+def _check(topology, params: dict, source: str = "workload"):
+    """The topology at the layer's EP size; routing and sizes checked before any work."""
+    topology = deepep_kind._topology_for(topology, {**params, "send_order": "rank_peer",
+                                                    "jetty_jitter_ns": 0.0}, source)
+    chip = topology.chip
+    aivs = chip.num_ai_cores * chip.aiv_per_core
+    if params["comm_aivs"] > aivs or params["comm_aivs"] % chip.aiv_per_core:
+        raise ConfigError(source, "comm_aivs", params["comm_aivs"],
+                          f"a multiple of {chip.aiv_per_core} up to the chip's {aivs} AIVs "
+                          f"(whole AI cores' AIVs go to communication)")
+    if params["overlap"] == "two_micro_batch" and params["tokens_per_rank"] < 2:
+        raise ConfigError(source, "tokens_per_rank", params["tokens_per_rank"],
+                          "at least 2 tokens to split into two micro-batches")
+    if params["intermediate"] % 128 or params["shared_intermediate"] % 128:
+        raise ConfigError(source, "intermediate", params["intermediate"],
+                          "a multiple of 128 (SwiGLU's per-128 FP8 scales)")
+    return topology
+
+
+def _routes_fn(params: dict, num_ranks: int):
+    def routes(sl: slice):
+        for topk in deepep_kind.build_routes(params, num_ranks):
+            yield topk[sl]
+    return routes
+
+
+def run(topology, params: dict, options=None, name: str = "moe_layer"):
+    topology = _check(topology, params)
+    R = topology.supernode.num_ranks
+    lp = LayerParams(R, params["tokens_per_rank"], params["hidden"], params["intermediate"],
+                     params["num_experts"], params["top_k"], params["shared_experts"],
+                     params["shared_intermediate"], params["weight_dtype"], params["overlap"],
+                     params["comm_aivs"], params["fused_chunks"], params["batch_window_ns"])
+    costs = DeepEPCosts(**{f.name: params[f.name] for f in dataclasses.fields(DeepEPCosts)})
+    sim = MoELayerSim(topology, lp, costs, _routes_fn(params, R))
+    lr = sim.run()
+    if options is not None and getattr(options, "trace_path", None):
+        from simnode.moe.layer_trace import write_trace
+        write_trace(options, lr)
+    return _result(name, lr, params)
+
+
+def _result(name: str, lr, params: dict) -> Result:
+    p = lr.params
+    recs = lr.ranks
+    R = len(recs)
+    layer = lr.layer_ns
+    compute = np.array([r.busy_ns("compute") for r in recs])
+    comm = np.array([r.busy_ns("comm") for r in recs])
+    waits = np.array([r.barrier_wait_ns for r in recs])
+    ends = np.array([r.end_ns for r in recs])
+    idle = ends - compute
+    exposed = np.maximum(idle - waits, 0.0)
+    # the straggler: the rank the others wait for (least barrier wait, then most compute)
+    order = sorted(range(R), key=lambda r: (round(waits[r], 3), -compute[r], r))
+    s = order[0]
+    tokens = lr.experts.sum(axis=1)                 # routed (token, expert) rows per rank
+    hot = np.argsort(-lr.experts[s], kind="stable")[:3]
+    epr = lr.experts.shape[1]
+    reason = (f"rank {s}: {int(tokens[s])} routed rows ({tokens[s] / tokens.mean():.2f}x the "
+              f"mean); its busiest experts " + ", ".join(
+                  f"{s * epr + int(e)} ({int(lr.experts[s, e])})" for e in hot))
+    flops = np.array([r.flops for r in recs])
+    gemm_ns = np.array([r.gemm_ns for r in recs])
+    computed = sum(r.computed_rows for r in recs)
+    valid = sum(r.valid_rows for r in recs)
+    phases: dict = {}
+    for r in recs:
+        per: dict = {}
+        for sp in r.spans:
+            per[sp.name] = per.get(sp.name, 0.0) + (sp.end_ns - sp.start_ns)
+        for k, v in per.items():
+            phases.setdefault(k, []).append(v)
+    phase_us = {k: {"mean": round(units.ns_to_us(float(np.mean(v))), 3),
+                    "max": round(units.ns_to_us(float(np.max(v))), 3)} for k, v in phases.items()}
+    gbps = {"dispatch": [], "combine": []}
+    kernel_ns = {"dispatch": [], "combine": []}
+    for kname, (sim, times) in lr.kernels.items():
+        kind = "dispatch" if kname.endswith("dispatch") else "combine" if kname.endswith(
+            "combine") else None
+        if kind is None:
+            continue
+        plan = sim.plan
+        recv = plan.recv_tokens(include_self=True)
+        logical = (plan.sizes.dispatch_logical_bytes if kind == "dispatch"
+                   else plan.sizes.combine_row_bytes)
+        # from the kernel's start on every rank: a rank that comes early waits at the entry
+        # barrier for the others (the layer's imbalance, not the kernel's: its own figure)
+        k_ns = np.array([t.end_ns - t.start_ns for t in times]) - sim.entry_wait_ns
+        gbps[kind].append(recv * logical / k_ns)
+        kernel_ns[kind].append(k_ns)
+    header = [
+        fig("num_ranks", R, "ranks", "EP ranks"),
+        fig("overlap", p.overlap, "", "how communication and compute overlap"),
+        fig("comm_aivs", p.comm_aivs, "AIVs", "AIVs per rank DeepEP takes while compute runs"),
+        fig("layer_ns", layer, doc="the slowest rank's end"),
+        fig("compute_ns", float(compute[s]), doc="the straggler's busy time on its compute stream"),
+        fig("comm_ns", float(comm[s]), doc="the straggler's busy time on its communication stream"),
+        fig("exposed_comm_ns", float(exposed[s]),
+            doc="time the straggler's compute stream sat idle for its own communication"),
+        fig("imbalance_wait_ns", float(waits[s]), doc="time the straggler's barriers waited for slower ranks"),
+        fig("overlap_frac", float(1.0 - exposed[s] / comm[s]) if comm[s] > 0 else 0.0, "fraction",
+            "share of the straggler's communication hidden behind compute", headline=True),
+        fig("straggler_rank", int(s), "rank", "the rank the others wait for", digits=0),
+        fig("straggler_reason", reason, "", "why that rank straggles"),
+        fig("load_imbalance", float(tokens.max() / tokens.mean()) if tokens.mean() > 0 else 1.0, "ratio",
+            "max / mean routed (token, expert) rows per rank", headline=True),
+        fig("flops", float(flops.sum()), "FLOP", "useful expert FLOPs, all ranks", digits=None),
+        fig("tflops", units.tflops(float(flops.sum()), layer), "TFLOPS", "useful FLOPs / layer time, all ranks"),
+        fig("grouped_gemm_tflops", float(np.mean([units.tflops(f, t) for f, t in zip(flops, gemm_ns)])),
+            "TFLOPS", "useful FLOPs / grouped GEMM time, mean over ranks", headline=True),
+        fig("padding_frac", 1.0 - valid / computed if computed else 0.0, "fraction",
+            "share of the grouped GEMMs' rows that are block_m padding"),
+        fig("phase_us", phase_us, "us", "mean and max over ranks of every phase"),
+        # every rank's breakdown (the report's per-rank strip): the straggler among its peers
+        fig("per_rank", [{"rank": r, "compute_ns": round(float(compute[r]), 1),
+                          "exposed_comm_ns": round(float(exposed[r]), 1),
+                          "imbalance_wait_ns": round(float(waits[r]), 1),
+                          "end_ns": round(float(ends[r]), 1), "routed_rows": int(tokens[r])}
+                         for r in range(R)], "", "every rank's compute, exposed communication and wait"),
+    ]
+    kernels = []
+    for kind in ("dispatch", "combine"):
+        if gbps[kind]:
+            g, k_ns = np.concatenate(gbps[kind]), np.concatenate(kernel_ns[kind])
+            kernels.append(KernelRecord(kind, float(np.mean(k_ns)), 0.0, "", None, (
+                fig("GBps", float(np.mean(g)), "GB/s", "received tokens x logical bytes / kernel time, "
+                    "mean over ranks and instances (DeepEP's convention)", headline=True),
+                fig("GBps_min", float(np.min(g)), "GB/s", "the slowest rank's GBps"),
+                fig("max_ns", float(np.max(k_ns)), doc="the slowest rank's kernel time"))))
+    # the expert kernels: each rank's instances (micro-batches, fused chunks) summed; the
+    # kernel's time is its slowest rank's (the mean over ranks a figure)
+    for kname in ("gemm1", "swiglu", "gemm2"):
+        per = np.array([sum(sp.end_ns - sp.start_ns for sp in r.spans if sp.stream == "compute"
+                            and sp.name.split(".")[-1] == kname and not sp.name.startswith("shared"))
+                        for r in recs])
+        if per.any():
+            kernels.append(KernelRecord(kname, float(per.max()), figures=(
+                fig("mean_ns", float(per.mean()), doc="mean over ranks of the rank's total time"),)))
+    hbm = lr.fabric.ends.hbm
+    share = lr.fabric.net.share
+    share.sync()
+    hbm_util = float((share.bytes_by_resource[hbm] / (share.capacity[hbm] * layer)).max())
+    header.append(fig("hbm_util_frac", hbm_util, "fraction", "the busiest rank's HBM busy share"))
+    series = tuple(link_series("layer", link_util(lr.fabric.net)))
+    return Result(name, "moe_layer", layer,
+                  f"rank {s} ({'compute' if compute[s] >= comm[s] else 'communication'})",
+                  tuple(kernels), tuple(header), series, seed=params["seed"])
+
+
+KIND = register(WorkloadKind("moe_layer", FIELDS, run,
+                             "one MoE layer: dispatch, expert GEMMs, SwiGLU, combine on one clock",
+                             needs_supernode=True, check=_check))
