@@ -20,6 +20,7 @@ from simnode.commands.executor import check_executor, execute
 from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
 from simnode.report.columns import align
+from simnode.report.result import RATIO_UNITS
 from simnode.units import ns_to_us
 
 
@@ -137,7 +138,7 @@ def format_sweep(rows: list) -> str:
         line = [str(point[k]) for k in keys] + [f"{ns_to_us(r.makespan_ns):.2f}"]
         for name, unit in columns:
             v = flat.get(name)
-            line.append("-" if v is None else f"{v:.3f}" if unit == "ratio" else f"{v:.1f}")
+            line.append("-" if v is None else f"{v:.3f}" if unit in RATIO_UNITS else f"{v:.1f}")
         line.append(r.bottleneck)
         table.append(line)
     return align(table)

@@ -58,8 +58,8 @@ from simnode.config.params import unit_of
 #: waits on dependencies and latencies (a flag round trip, a gather's completion)
 SATURATED_FRAC = 0.8
 FLAT_MODES = ("prefixed", "top")
-#: units whose figures a table prints with 3 decimals (ratios), others with 1
-RATIO_UNITS = ("ratio",)
+#: units whose figures a sweep table prints with 3 decimals (ratios, fractions), others with 1
+RATIO_UNITS = ("ratio", "fraction")
 
 
 @dataclass(frozen=True)
