@@ -70,8 +70,9 @@ class KernelSchedule:
                     raise ScheduleError(f"schedule '{self.name}' core {prog.core}: {unit} has no pipe "
                                         f"'{pipe}' (pipes: {', '.join(isa.pipes_of(unit))}).")
                 # generators share identical records: check each distinct one once per pipe
+                kind = isa.unit_kind(unit)
                 for ins in dict(zip(map(id, instrs), instrs)).values():
-                    self._check_instr(prog.core, unit, pipe, ins, chip, units)
+                    self._check_instr(prog.core, unit, pipe, ins, chip, units, kind)
 
     def check_buffers(self, chip) -> None:
         """Raise ScheduleError if any core's buffer plan exceeds a capacity."""
@@ -95,48 +96,51 @@ class KernelSchedule:
                     f"demand {need} B ({'; '.join(parts[(unit, buf)])}) exceeds the capacity "
                     f"{cap} B ({cap // 1024} KiB) of '{chip.name}'. Use smaller tiles or fewer stages.")
 
-    def _check_instr(self, core, unit, pipe, ins, chip, units) -> None:
-        where = f"schedule '{self.name}' core {core} {unit}.{pipe}"
+    def _check_instr(self, core, unit, pipe, ins, chip, units, unit_kind) -> None:
+        at = self._where      # the errors' prefix, built only for an error: this runs per record
         t = type(ins)
         if t is isa.Copy or t is isa.Fixpipe:
             path = ins.path
             if path not in isa.PATH_PIPE:
-                raise ScheduleError(f"{where}: unknown copy path '{path}'.")
+                raise ScheduleError(f"{at(core, unit, pipe)}: unknown copy path '{path}'.")
             kind, want = isa.PATH_PIPE[path]
-            if kind != isa.unit_kind(unit) or want != pipe:
-                raise ScheduleError(f"{where}: path '{path}' is issued by the {kind} {want} pipe, "
-                                    f"not {unit}.{pipe}.")
+            if kind != unit_kind or want != pipe:
+                raise ScheduleError(f"{at(core, unit, pipe)}: path '{path}' is issued by the {kind} "
+                                    f"{want} pipe, not {unit}.{pipe}.")
             if t is isa.Copy and ins.size_bytes <= 0:
-                raise ScheduleError(f"{where}: copy of {ins.size_bytes} B; expected > 0.")
+                raise ScheduleError(f"{at(core, unit, pipe)}: copy of {ins.size_bytes} B; expected > 0.")
         elif t is isa.VecOp:
             if ins.op_class != "fp4_decode" and ins.op_class not in chip.vector.ops_per_cycle:
-                raise ScheduleError(f"{where}: vector op class '{ins.op_class}' unknown (classes: "
+                raise ScheduleError(f"{at(core, unit, pipe)}: vector op class '{ins.op_class}' unknown (classes: "
                                     f"{', '.join(chip.vector.ops_per_cycle)}, fp4_decode).")
         elif t is isa.Mmad:
             if pipe != "m":
-                raise ScheduleError(f"{where}: mmad runs on aic.m only.")
+                raise ScheduleError(f"{at(core, unit, pipe)}: mmad runs on aic.m only.")
             if ins.dtype not in chip.cube.macs_per_cycle:
-                raise ScheduleError(f"{where}: mmad dtype '{ins.dtype}' not supported "
+                raise ScheduleError(f"{at(core, unit, pipe)}: mmad dtype '{ins.dtype}' not supported "
                                     f"(supported: {', '.join(chip.cube.macs_per_cycle)}).")
         elif t is isa.SetFlag or t is isa.WaitFlag:
             if not 0 <= ins.event < chip.sync.pipe_events_per_pair:
-                raise ScheduleError(f"{where}: event id {ins.event} out of range 0.."
+                raise ScheduleError(f"{at(core, unit, pipe)}: event id {ins.event} out of range 0.."
                                     f"{chip.sync.pipe_events_per_pair - 1} for pipe pair "
                                     f"{ins.src}->{ins.dst}.")
             mine = ins.src if t is isa.SetFlag else ins.dst
             if mine != pipe:
-                raise ScheduleError(f"{where}: {t.__name__}({ins.src}->{ins.dst}) must run on "
+                raise ScheduleError(f"{at(core, unit, pipe)}: {t.__name__}({ins.src}->{ins.dst}) must run on "
                                     f"pipe '{mine}'.")
         elif t is isa.CrossSet or t is isa.CrossWait:
             other = ins.to_unit if t is isa.CrossSet else ins.from_unit
             if other not in units or other == unit or "aic" not in (unit, other):
-                raise ScheduleError(f"{where}: cross-core flag between {unit} and '{other}'; "
+                raise ScheduleError(f"{at(core, unit, pipe)}: cross-core flag between {unit} and '{other}'; "
                                     f"expected the AIC and one of its AIVs.")
             if not 0 <= ins.flag < chip.sync.cross_core_flags:
-                raise ScheduleError(f"{where}: cross-core flag id {ins.flag} out of range 0.."
+                raise ScheduleError(f"{at(core, unit, pipe)}: cross-core flag id {ins.flag} out of range 0.."
                                     f"{chip.sync.cross_core_flags - 1}.")
         elif t not in isa.INSTRUCTION_TYPES:
-            raise ScheduleError(f"{where}: unknown instruction {ins!r}.")
+            raise ScheduleError(f"{at(core, unit, pipe)}: unknown instruction {ins!r}.")
+
+    def _where(self, core, unit, pipe) -> str:
+        return f"schedule '{self.name}' core {core} {unit}.{pipe}"
 
 
 def to_records(schedule: KernelSchedule) -> dict:
