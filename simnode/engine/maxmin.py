@@ -39,14 +39,31 @@ REL_TOL = 1e-9      # a cap within this relative distance of the lowest fill lev
 INF = math.inf
 
 
-def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
-          wsum, cnt, used, ver, ptr, col, frozen):
+def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, vis, info,
+          wsum, cnt, used, ver, ptr, frozen, slot_cls, slot_blk, blk_res, blk_dw):
     """Progressive filling of the classes ``act`` (see the module docstring); writes
     ``rate[c]``. Class c's resources are the first ``sw[c]`` of its row (the rest, if any,
-    never fill); resources with ``unlimited[r]`` are ignored. The remaining arguments
-    are scratch: per resource (``wsum``, ``cnt``, ``used``, ``ver``: len >= resources;
-    ``ptr``: resources + 1), per incidence (``col``) and per class (``frozen``).
-    Returns 0, or 1 if some class is bounded by nothing (no cap, no limited resource)."""
+    never fill); resources with ``unlimited[r]`` are ignored. The classes that visit a
+    resource with ``watch[r]`` are listed: their ids into ``vis``, their number into
+    ``info[2]``. The remaining arguments are scratch: per resource (``wsum``, ``cnt``,
+    ``used``, ``ver``: len >= resources; ``ptr``: resources + 1), per class row
+    (``frozen``), per incidence (``slot_cls``, ``slot_blk``) and per block entry
+    (``blk_res``, ``blk_dw``).
+
+    Memory layout (speed only). A resource's classes are frozen in the order of its slots
+    (the counting sort), which is not the order of their rows: reading each class's row
+    there would cost cache misses in half a dozen arrays. So the counting sort copies what
+    a freeze needs into slot order: slot k holds its class (``slot_cls``) and the offset
+    (``slot_blk``) of a block of (resource, mult x weight) entries (``blk_res``,
+    ``blk_dw``, ended by -1 if shorter than the block). With at most 3 limited resources
+    per class, every slot has a block of its own with the class's other resources, read in
+    sequence (the slot's own resource is full once popped and never read again); with
+    more, the slots of a class share one block of all its resources, as a copy per slot
+    would cost too much memory. Either way a freeze runs the same floating-point
+    operations in the same order as one from the class's row.
+
+    Returns 0; 1 if some class is bounded by nothing (no cap, no limited resource); 2 if
+    the slot or block scratch is too small (``info[0]``, ``info[1]``: the sizes needed)."""
     nres = len(res_cap)
     for r in range(nres):
         wsum[r] = 0.0
@@ -58,6 +75,8 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
     # demand per resource, and the load if every class ran at its cap (`used` as scratch)
     all_capped = True
     left = 0
+    most = 0                                # most limited resources of a class
+    nv = 0
     for i in range(len(act)):
         c = act[i]
         frozen[c] = False
@@ -68,10 +87,13 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
         row = links[c]
         wr = wts[c]
         n_lim = 0
+        seen = False
         for j in range(sw[c]):
             r = row[j]
             if r < 0:
                 break
+            if watch[r]:
+                seen = True
             if unlimited[r]:
                 continue
             dw = m * wr[j]
@@ -79,6 +101,9 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
             cnt[r] += 1
             used[r] += dw * cp
             n_lim += 1
+        if seen:
+            vis[nv] = c
+            nv += 1
         if n_lim == 0:                      # crosses no limited resource: its cap only
             if cp == INF:
                 return 1
@@ -86,6 +111,9 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
             rate[c] = cp
         else:
             left += 1
+            if n_lim > most:
+                most = n_lim
+    info[2] = nv
     if all_capped:
         fits = True
         for r in range(nres):
@@ -97,26 +125,68 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
                 c = act[i]
                 rate[c] = ccap[c]
             return 0
-    # resource -> its classes (counting sort)
+    # resource -> its classes (counting sort), with the blocks the freezes read
     for r in range(nres):
         used[r] = 0.0
         ptr[r + 1] = ptr[r] + cnt[r]
+    own = most <= 3                         # a block per slot, without the slot's resource
+    bw = most - 1 if own else most          # block width
+    need_blk = ptr[nres] * bw if own else left * bw
+    if ptr[nres] > len(slot_cls) or need_blk > len(blk_res):
+        info[0] = ptr[nres]
+        info[1] = need_blk
+        return 2
     fill_at = ver                            # scratch reuse: next free slot per resource
     for r in range(nres):
         fill_at[r] = ptr[r]
+    nb = 0                                  # next free block entry (shared blocks)
     for i in range(len(act)):
         c = act[i]
         if frozen[c]:
             continue
+        m = mult[c]
         row = links[c]
+        wr = wts[c]
         for j in range(sw[c]):
             r = row[j]
             if r < 0:
                 break
             if unlimited[r]:
                 continue
-            col[fill_at[r]] = c
-            fill_at[r] += 1
+            k = fill_at[r]
+            fill_at[r] = k + 1
+            slot_cls[k] = c
+            if own:
+                b = k * bw
+                slot_blk[k] = b
+                t = 0
+                for j2 in range(sw[c]):
+                    r2 = row[j2]
+                    if r2 < 0:
+                        break
+                    if j2 == j or unlimited[r2]:
+                        continue
+                    blk_res[b + t] = r2
+                    blk_dw[b + t] = m * wr[j2]
+                    t += 1
+                if t < bw:
+                    blk_res[b + t] = -1
+            else:
+                slot_blk[k] = nb
+        if not own:
+            t = 0
+            for j in range(sw[c]):
+                r = row[j]
+                if r < 0:
+                    break
+                if unlimited[r]:
+                    continue
+                blk_res[nb + t] = r
+                blk_dw[nb + t] = m * wr[j]
+                t += 1
+            if t < bw:
+                blk_res[nb + t] = -1
+            nb += bw
     for r in range(nres):
         ver[r] = 0
     lheap = [(0.0, 0, 0)]
@@ -181,19 +251,39 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, rate,
                              ver, frozen)
         else:
             heapq.heappop(lheap)
+            x = lmin
+            done = 0
             for k in range(ptr[lres], ptr[lres + 1]):
-                c = col[k]
-                if not frozen[c]:
-                    left -= 1
-                    stale += _freeze(c, lmin, links, wts, sw, mult, unlimited, rate, wsum,
-                                     cnt, used, ver, frozen)
+                c = slot_cls[k]
+                if frozen[c]:
+                    continue
+                # freeze c at x: take its demand off every resource it crosses (their heap
+                # entries go stale; they are re-filed when they reach the top)
+                frozen[c] = True
+                rate[c] = x
+                done += 1
+                b = slot_blk[k]
+                for t in range(bw):
+                    r = blk_res[b + t]
+                    if r < 0:
+                        break
+                    dw = blk_dw[b + t]
+                    used[r] += dw * x
+                    wsum[r] -= dw
+                    cnt[r] -= 1
+                    ver[r] += 1
+                    stale += 1
+            left -= done
+            if own:                         # lres itself: full, never read again
+                stale += done
+                cnt[lres] = 0
+                ver[lres] += done
     return 0
 
 
 def _freeze(c, x, links, wts, sw, mult, unlimited, rate, wsum, cnt, used, ver, frozen):
-    """Freeze class c at rate x: take its demand off every resource it crosses (their
-    heap entries go stale; they are re-filed when they reach the top). Returns how many
-    resources it updated."""
+    """Freeze class c at rate x from its row (a class reaching its cap; see ``_fill``).
+    Returns how many resources it updated."""
     frozen[c] = True
     k = 0
     rate[c] = x
@@ -216,28 +306,29 @@ def _freeze(c, x, links, wts, sw, mult, unlimited, rate, wsum, cnt, used, ver, f
 
 
 def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate, res_rate,
-           unl, wsum, cnt, used, ver, ptr, col, frozen, cap2, factor):
+           unl, cap2, factor, vis, info, wsum, cnt, used, ver, ptr, frozen,
+           slot_cls, slot_blk, blk_res, blk_dw):
     """Rates of the classes ``act`` into ``rate`` and the load per resource into
     ``res_rate`` (both policies, see the module docstring). ``skip[r]``: resource r cannot
     fill whatever the rates (its users are covered by other resources that fill first,
     ``simnode.engine.share.Share.cover``), so it is left out of the fills; ``sw[c]``: how
     many of class c's resources (from the left of its row) the fills visit, all of them
-    but skipped ones moved to the end of the row (``_load`` visits every one); ``unl``,
-    ``cap2``, ``factor``: scratch (per resource, class, resource). Returns 0, or 1 if a
-    class is bounded by nothing."""
+    but skipped ones moved to the end of the row (``_load`` visits every one). The rest
+    are scratch (``scratch``). Returns 0; 1 if a class is bounded by nothing; 2 if the
+    scratch is too small (``_fill``; ``solve`` grows it and calls again)."""
     nres = len(res_cap)
     if not any_fcfs:
-        err = _fill(act, links, wts, sw, mult, ccap, res_cap, skip, rate,
-                    wsum, cnt, used, ver, ptr, col, frozen)
+        err = _fill(act, links, wts, sw, mult, ccap, res_cap, skip, fcfs, rate, vis, info,
+                    wsum, cnt, used, ver, ptr, frozen, slot_cls, slot_blk, blk_res, blk_dw)
     else:
         # offered rates: FCFS resources unlimited
         for r in range(nres):
             unl[r] = fcfs[r] or skip[r]
-        err = _fill(act, links, wts, sw, mult, ccap, res_cap, unl, rate,
-                    wsum, cnt, used, ver, ptr, col, frozen)
+        err = _fill(act, links, wts, sw, mult, ccap, res_cap, unl, fcfs, rate, vis, info,
+                    wsum, cnt, used, ver, ptr, frozen, slot_cls, slot_blk, blk_res, blk_dw)
         if err:
             return err
-        _load_fcfs(act, links, wts, sw, mult, rate, res_rate, fcfs)
+        _load_fcfs(vis, info[2], links, wts, sw, mult, rate, res_rate, fcfs)
         over = False
         for r in range(nres):
             factor[r] = 1.0
@@ -259,21 +350,22 @@ def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate,
                 if f < 1.0 and rate[c] * f < cp:
                     cp = rate[c] * f
                 cap2[c] = cp
-            err = _fill(act, links, wts, sw, mult, cap2, res_cap, skip, rate,
-                        wsum, cnt, used, ver, ptr, col, frozen)
+            err = _fill(act, links, wts, sw, mult, cap2, res_cap, skip, fcfs, rate, vis, info,
+                        wsum, cnt, used, ver, ptr, frozen, slot_cls, slot_blk, blk_res, blk_dw)
     if err:
         return err
     _load(act, links, wts, mult, rate, res_rate)
     return 0
 
 
-def _load_fcfs(act, links, wts, sw, mult, rate, res_rate, fcfs):
+def _load_fcfs(vis, nv, links, wts, sw, mult, rate, res_rate, fcfs):
     """``_load`` of the FCFS resources only (others 0), over the resources the fills visit
-    (a skipped FCFS resource cannot be overloaded: the resources covering it fill first)."""
+    (a skipped FCFS resource cannot be overloaded: the resources covering it fill first),
+    of the classes ``vis[:nv]`` (those that visit one, in the order of ``act``)."""
     for r in range(len(res_rate)):
         res_rate[r] = 0.0
-    for i in range(len(act)):
-        c = act[i]
+    for i in range(nv):
+        c = vis[i]
         x = mult[c] * rate[c]
         row = links[c]
         wr = wts[c]
@@ -299,6 +391,39 @@ def _load(act, links, wts, mult, rate, res_rate):
             if r < 0:
                 break
             res_rate[r] += wr[j] * x
+
+
+# -- scratch and the driver ------------------------------------------------------------------
+def scratch(nres: int, rows: int, slots: int = 0, blocks: int = 0, arrays: bool = False) -> tuple:
+    """Scratch buffers of ``_rates`` (its arguments from ``unl`` on) for ``nres`` resources,
+    ``rows`` class rows, ``slots`` incidences and ``blocks`` block entries (``solve`` grows
+    the last two when a fill needs more); numpy arrays for the compiled form, else lists."""
+    slots, blocks = max(1, slots), max(1, blocks)
+    if arrays:
+        import numpy as np
+        return (np.zeros(nres, dtype=np.bool_), np.zeros(rows), np.zeros(nres),
+                np.zeros(rows, dtype=np.int64), np.zeros(3, dtype=np.int64),
+                np.zeros(nres), np.zeros(nres, dtype=np.int64), np.zeros(nres),
+                np.zeros(nres, dtype=np.int64), np.zeros(nres + 1, dtype=np.int64),
+                np.zeros(rows, dtype=np.bool_), np.zeros(slots, dtype=np.int64),
+                np.zeros(slots, dtype=np.int64), np.zeros(blocks, dtype=np.int64),
+                np.zeros(blocks))
+    return ([False] * nres, [0.0] * rows, [0.0] * nres, [0] * rows, [0, 0, 0],
+            [0.0] * nres, [0] * nres, [0.0] * nres, [0] * nres, [0] * (nres + 1),
+            [False] * rows, [0] * slots, [0] * slots, [0] * blocks, [0.0] * blocks)
+
+
+def solve(fn, problem: tuple, s: tuple, arrays: bool) -> tuple[int, tuple]:
+    """``fn(*problem, *s)`` (``_rates`` or its compiled form), growing the scratch ``s``
+    while a fill asks for more; returns (0 or 1 as ``_rates``, the scratch to keep)."""
+    while True:
+        err = fn(*problem, *s)
+        if err != 2:
+            return err, s
+        info = s[4]
+        slots, blocks = max(int(info[0]), len(s[11])), max(int(info[1]), len(s[13]))
+        # room to grow: a fill that needs more asks again, each time for at least 1/4 more
+        s = scratch(len(s[0]), len(s[1]), slots + slots // 4, blocks + blocks // 4, arrays)
 
 
 # -- the compiled form -----------------------------------------------------------------------
@@ -331,23 +456,19 @@ def max_min(links, capacity, cap=None, weights=None, mult=None, fcfs=None, use_c
         fn = compiled()
         if fn is None:
             raise RuntimeError("numba is not installed")
-        args = (np.arange(n, dtype=np.int64), np.array(rows, dtype=np.int64).reshape(n, width),
-                np.array(wts, dtype=float).reshape(n, width), np.full(n, width, dtype=np.int64),
-                np.array(mult), np.array(cap),
-                np.array(res_cap), np.array(fcfs, dtype=np.bool_), any(fcfs),
-                np.zeros(nres, dtype=np.bool_), np.zeros(n),
-                np.zeros(nres), np.zeros(nres, dtype=np.bool_), np.zeros(nres),
-                np.zeros(nres, dtype=np.int64), np.zeros(nres), np.zeros(nres, dtype=np.int64),
-                np.zeros(nres + 1, dtype=np.int64), np.zeros(max(1, n * width), dtype=np.int64),
-                np.zeros(n, dtype=np.bool_), np.zeros(n), np.zeros(nres))
-        err = fn(*args)
-        rate = args[10].tolist()
+        rate = np.zeros(n)
+        problem = (np.arange(n, dtype=np.int64), np.array(rows, dtype=np.int64).reshape(n, width),
+                   np.array(wts, dtype=float).reshape(n, width), np.full(n, width, dtype=np.int64),
+                   np.array(mult), np.array(cap),
+                   np.array(res_cap), np.array(fcfs, dtype=np.bool_), any(fcfs),
+                   np.zeros(nres, dtype=np.bool_), rate, np.zeros(nres))
+        err, _ = solve(fn, problem, scratch(nres, n, arrays=True), True)
+        rate = rate.tolist()
     else:
         rate = [0.0] * n
-        err = _rates(list(range(n)), rows, wts, [width] * n, mult, cap, res_cap, fcfs, any(fcfs),
-                     [False] * nres, rate, [0.0] * nres, [False] * nres, [0.0] * nres, [0] * nres, [0.0] * nres,
-                     [0] * nres, [0] * (nres + 1), [0] * max(1, n * width), [False] * n,
-                     [0.0] * n, [0.0] * nres)
+        problem = (list(range(n)), rows, wts, [width] * n, mult, cap, res_cap, fcfs, any(fcfs),
+                   [False] * nres, rate, [0.0] * nres)
+        err, _ = solve(_rates, problem, scratch(nres, n), False)
     if err:
         raise ValueError("unbounded rates: a class crosses no limited resource and has no cap")
     return rate

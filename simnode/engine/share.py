@@ -394,7 +394,6 @@ class Share:
                 lst.extend([0.0] * len(caps))
         if self.series is not None:
             self.series.grow(len(self.names))
-        self._scratch = None
         return list(range(first, len(self.names)))
 
     def cover(self, resource: int, by) -> None:
@@ -696,7 +695,6 @@ class Share:
             # bulk, freed rows reused first
             if width > self._width:
                 self._width = width
-                self._scratch = None
             link_rows = list(map(tuple, rows.tolist()))
             w_rows = weights.tolist()
             reuse = min(len(self._free), m)
@@ -898,10 +896,10 @@ class Share:
             for r in range(len(self._rate)):
                 self._rate[r] = 0.0
         else:
-            s = self._scratch_for(len(self._n))
-            err = self._solve_fn(act, self._links, self._w, self._sw, self._ones(), self._ccap, self._cap,
-                                 self._fcfs, self._any_fcfs, self._skip, self._crate, self._rate,
-                                 *s)
+            err, self._scratch = maxmin.solve(
+                self._solve_fn, (act, self._links, self._w, self._sw, self._ones(), self._ccap,
+                                 self._cap, self._fcfs, self._any_fcfs, self._skip, self._crate,
+                                 self._rate), self._scratch_for(len(self._n)), self.compiled)
             if err:
                 raise ValueError("unbounded rates: a transfer crosses no limited resource and "
                                  "has no cap (a first-come-first-served resource does not bound "
@@ -937,7 +935,6 @@ class Share:
         else:
             if width > self._width:
                 self._width = width
-                self._scratch = None
             if self._free:
                 c = self._free.pop()
                 self._links[c], self._w[c] = resources, [0.0] * width
@@ -968,7 +965,6 @@ class Share:
         self._links = np.hstack([self._links, np.full((self._links.shape[0], pad), -1, np.int64)])
         self._w = np.hstack([self._w, np.zeros((self._w.shape[0], pad))])
         self._width = width
-        self._scratch = None
 
     def _grow(self, grow: int) -> None:
         """Compiled mode: add ``grow`` free class rows (popped lowest first)."""
@@ -986,7 +982,6 @@ class Share:
         # popped after the rows already free, lowest first: as the interpreted form, which
         # reuses freed rows before it appends new ones (same rows, same results)
         self._free[:0] = range(start + grow - 1, start - 1, -1)
-        self._scratch = None
         self._act_arr = None
 
     def compile_now(self) -> None:
@@ -1027,28 +1022,20 @@ class Share:
         self._act_arr = None
         self._k = kern
         self._solve_fn = fns
-        self._scratch = None
         self._one = None
         self.compiled = True
         self._note_covers(np.flatnonzero(self._n > 0))
 
     def _scratch_for(self, rows: int):
-        """Scratch buffers of the solver, sized for ``rows`` classes (kept between solves)."""
+        """Scratch buffers of the solver, sized for ``rows`` classes (kept between solves;
+        ``maxmin.solve`` grows its per-incidence part as needed)."""
         s = self._scratch
         nres = len(self._cap)
-        need_inc = max(1, rows * self._width)
-        if s is not None and s[-1] >= rows and s[-2] >= need_inc:
-            return s[:-2]
-        if self.compiled:
-            s = (np.zeros(nres, dtype=np.bool_), np.zeros(nres), np.zeros(nres, dtype=np.int64),
-                 np.zeros(nres), np.zeros(nres, dtype=np.int64), np.zeros(nres + 1, dtype=np.int64),
-                 np.zeros(need_inc, dtype=np.int64), np.zeros(rows, dtype=np.bool_),
-                 np.zeros(rows), np.zeros(nres))
-        else:
-            s = ([False] * nres, [0.0] * nres, [0] * nres, [0.0] * nres, [0] * nres,
-                 [0] * (nres + 1), [0] * need_inc, [False] * rows, [0.0] * rows, [0.0] * nres)
-        self._scratch = s + (need_inc, rows)
-        return s[:-2] if len(s) > 10 else s
+        if s is None or len(s[1]) < rows or len(s[0]) != nres or \
+                isinstance(s[0], np.ndarray) != self.compiled:
+            slots, blocks = (len(s[11]), len(s[13])) if s is not None else (0, 0)
+            s = self._scratch = maxmin.scratch(nres, rows, slots, blocks, self.compiled)
+        return s
 
     def _ones(self):
         """The solver's multiplicity per class: 1 (a class's weights sum its members')."""

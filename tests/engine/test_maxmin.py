@@ -85,12 +85,13 @@ def test_fcfs_shares_in_proportion_to_offered_rates():
 
 
 @st.composite
-def instances(draw):
+def instances(draw, max_row=3):
     num_res = draw(st.integers(1, 6))
     n = draw(st.integers(1, 12))
     links, weights, caps = [], [], []
     for _ in range(n):
-        row = draw(st.lists(st.integers(0, num_res - 1), min_size=1, max_size=3, unique=True))
+        row = draw(st.lists(st.integers(0, num_res - 1), min_size=1, max_size=max_row,
+                            unique=True))
         links.append(row)
         weights.append([draw(st.integers(1, 4)) for _ in row])
         caps.append(draw(st.one_of(st.just(INF), st.integers(1, 60))))
@@ -134,6 +135,20 @@ def test_fcfs_is_feasible_and_max_min_without_overload(inst, data):
             open_load[r] += wr * x
     if not any(f and u > c * (1 + 1e-9) for f, u, c in zip(fcfs, open_load, capacity)):
         assert rates == pytest.approx(max_min(links, capacity, caps, weights), rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(max_row=6), st.data())
+def test_classes_on_many_resources_match_the_reference_in_both_forms(inst, data):
+    """Classes on more than 3 limited resources share one block of them per class (the
+    fill's other memory layout): same rates as the reference, both forms bit-equal."""
+    links, capacity, caps, weights = inst
+    rates = max_min(links, capacity, caps, weights)
+    exact = exact_max_min([r + [-1] * (6 - len(r)) for r in links], capacity, caps,
+                          [w + [0] * (6 - len(w)) for w in weights])
+    assert rates == pytest.approx([float(x) for x in exact], rel=1e-9)
+    if maxmin.compiled() is not None:
+        assert max_min(links, capacity, caps, weights, use_compiled=True) == rates
 
 
 @pytest.fixture(scope="module")
@@ -181,10 +196,9 @@ def test_a_covered_resource_left_out_gives_the_same_rates(compiled):
     out = []
     for skip in (np.zeros(nres, bool), np.r_[np.zeros(24, bool), np.ones(12, bool)]):
         rate, res_rate = np.zeros(n), np.zeros(nres)
-        scratch = (np.zeros(nres, bool), np.zeros(nres), np.zeros(nres, np.int64), np.zeros(nres),
-                   np.zeros(nres, np.int64), np.zeros(nres + 1, np.int64),
-                   np.zeros(3 * n, np.int64), np.zeros(n, bool), np.zeros(n), np.zeros(nres))
-        assert compiled(*args.values(), skip, rate, res_rate, *scratch) == 0
+        err, _ = maxmin.solve(compiled, (*args.values(), skip, rate, res_rate),
+                              maxmin.scratch(nres, n, arrays=True), True)
+        assert err == 0
         out.append((rate, res_rate))
     assert np.array_equal(out[0][0], out[1][0])
     assert np.array_equal(out[0][1], out[1][1])          # the skipped ports' load still counted
