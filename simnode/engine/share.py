@@ -360,6 +360,10 @@ class Share:
         self._solve_fn = maxmin._rates
         self._scratch = None
         self._one = None
+        #: changes whenever a live class is added or changes its row, weights or ``sw``, or a
+        #: resource's skip flag changes: the solver's index is reused while it stays (classes
+        #: that only left are dropped from it, ``maxmin._prune``)
+        self._layout = 0
 
     # -- resources -----------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float, policy: str = "fair") -> int:
@@ -446,6 +450,7 @@ class Share:
         else:
             relay = ids[:0]
         if (skip != self._skip).any():          # the rows of every live class follow suit
+            self._layout += 1
             relay = np.union1d(relay, np.flatnonzero(self._n > 0))
             if (self._skip & ~skip).any():
                 self._sw[relay] = self._width   # a resource to solve again: visit whole rows
@@ -663,6 +668,8 @@ class Share:
     def _place(self) -> None:
         """Put the pending starts into their classes (their finish tags on the clocks)."""
         pending, self._pending = self._pending, []
+        if pending or self._pending_groups:
+            self._layout += 1
         fresh, grown = [], []                       # keyed classes new / with a new member
         for key, weights, size, member in pending:
             c = self._class(key)
@@ -850,6 +857,8 @@ class Share:
                 m = over > 0
                 self.series.add_spans(served[m], now, self._links[cs[m]],
                                       -(mw[m] * over[m][:, None]))
+            if (self._n[cs] > 0).any():                 # a keyed class changed its weights
+                self._layout += 1
             freed = np.unique(cs[self._n[cs] == 0])
             self._note_covers(freed, -1)
             keyed = freed[self._sg[freed] < 0]          # solo classes have no key
@@ -877,6 +886,8 @@ class Share:
             w = np.array([tuple(mws[i]) + (0.0,) * (width - len(mws[i])) for i in m])
             self.series.add_spans(np.array([ghosts[i][2] for i in m]), now, rows,
                                   -(w * np.array([over[i] for i in m])[:, None]))
+        if any(self._n[c] > 0 for c in cs):
+            self._layout += 1
         freed = sorted({c for c in cs if self._n[c] == 0})
         for c in freed:
             if self._cls_key[c] is not None:
@@ -899,7 +910,8 @@ class Share:
             err, self._scratch = maxmin.solve(
                 self._solve_fn, (act, self._links, self._w, self._sw, self._ones(), self._ccap,
                                  self._cap, self._fcfs, self._any_fcfs, self._skip, self._crate,
-                                 self._rate), self._scratch_for(len(self._n)), self.compiled)
+                                 self._rate, self._layout),
+                self._scratch_for(len(self._n)), self.compiled)
             if err:
                 raise ValueError("unbounded rates: a transfer crosses no limited resource and "
                                  "has no cap (a first-come-first-served resource does not bound "
@@ -1033,7 +1045,8 @@ class Share:
         nres = len(self._cap)
         if s is None or len(s[1]) < rows or len(s[0]) != nres or \
                 isinstance(s[0], np.ndarray) != self.compiled:
-            slots, blocks = (len(s[11]), len(s[13])) if s is not None else (0, 0)
+            slots, blocks = (len(s[maxmin.SLOTS]), len(s[maxmin.BLOCKS])) if s is not None \
+                else (0, 0)
             s = self._scratch = maxmin.scratch(nres, rows, slots, blocks, self.compiled)
         return s
 

@@ -196,9 +196,50 @@ def test_a_covered_resource_left_out_gives_the_same_rates(compiled):
     out = []
     for skip in (np.zeros(nres, bool), np.r_[np.zeros(24, bool), np.ones(12, bool)]):
         rate, res_rate = np.zeros(n), np.zeros(nres)
-        err, _ = maxmin.solve(compiled, (*args.values(), skip, rate, res_rate),
+        err, _ = maxmin.solve(compiled, (*args.values(), skip, rate, res_rate, -1),
                               maxmin.scratch(nres, n, arrays=True), True)
         assert err == 0
         out.append((rate, res_rate))
     assert np.array_equal(out[0][0], out[1][0])
     assert np.array_equal(out[0][1], out[1][1])          # the skipped ports' load still counted
+
+
+def _problem(links, capacity, caps, weights, fcfs, arrays):
+    """``_rates``'s problem arguments (without ``act`` and ``gen``) for a test instance."""
+    n, nres = len(links), len(capacity)
+    width = max(len(r) for r in links)
+    rows = [list(r) + [-1] * (width - len(r)) for r in links]
+    wts = [[float(x) for x in w] + [0.0] * (width - len(w)) for w in weights]
+    cols = (rows, wts, [width] * n, [1.0] * n, [float(c) for c in caps],
+            [float(c) for c in capacity], list(fcfs), any(fcfs), [False] * nres, [0.0] * n,
+            [0.0] * nres)
+    if not arrays:
+        return cols
+    return tuple(np.array(x) if isinstance(x, list) else x for x in cols)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(max_row=5), st.data())
+def test_an_index_reused_after_classes_left_gives_the_rates_of_a_new_one(inst, data):
+    """Solving again with the same ``gen`` after some classes left ``act`` reuses the fills'
+    index (``_prune``): bit-equal to building it anew, in both forms."""
+    links, capacity, caps, weights = inst
+    fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
+    later = sorted(data.draw(st.sets(st.integers(0, len(links) - 1))))
+    forms = [(maxmin._rates, False)]
+    if maxmin.compiled() is not None:
+        forms.append((maxmin.compiled(), True))
+    for fn, arrays in forms:
+        p = _problem(links, capacity, caps, weights, fcfs, arrays)
+        act = np.arange(len(links)) if arrays else list(range(len(links)))
+        s = maxmin.scratch(len(capacity), len(links), arrays=arrays)
+        err, s = maxmin.solve(fn, (act, *p, 3), s, arrays)
+        act = np.array(later, dtype=np.int64) if arrays else later
+        err, s = maxmin.solve(fn, (act, *p, 3), s, arrays)        # reused
+        reused = (list(p[9]), list(p[10]))
+        err2, _ = maxmin.solve(fn, (act, *p, -1), maxmin.scratch(len(capacity), len(links),
+                                                                 arrays=arrays), arrays)
+        assert err == err2
+        if not err:
+            assert [reused[0][c] for c in later] == [list(p[9])[c] for c in later]
+            assert reused[1] == list(p[10])
