@@ -132,11 +132,12 @@ def _release(cs, tags, mw, V, links, w, res_bytes, n, over):
         n[c] -= 1
 
 
-def _note_covers(ids, links, w, keys, nres, has, ratio, uncov, delta):
+def _note_covers(ids, links, w, keys, nres, has, covering, ratio, uncov, delta):
     """For each class in ``ids`` and each covered resource X on it: the largest weight on X
     / weight on Y over its covering resources Y (pair key X * nres + Y in the sorted
-    ``keys``) into ``ratio`` (when ``delta`` > 0); ``uncov[X] += delta`` if the class crosses
-    none of them (delta = +1 for a new class, -1 for one that left, 0: ratios only)."""
+    ``keys``; ``covering[Y]``: Y covers some resource) into ``ratio`` (when ``delta`` > 0);
+    ``uncov[X] += delta`` if the class crosses none of them (delta = +1 for a new class, -1
+    for one that left, 0: ratios only)."""
     npairs = len(keys)
     for t in range(len(ids)):
         c = ids[t]
@@ -153,7 +154,7 @@ def _note_covers(ids, links, w, keys, nres, has, ratio, uncov, delta):
                 y = row[i]
                 if y < 0:
                     break
-                if i == j:
+                if i == j or not covering[y]:
                     continue
                 key = x * nres + y
                 lo = 0
@@ -421,15 +422,18 @@ class Share:
         self._cover_arrays = None
 
     def _cover_state(self):
-        """(sorted pair keys X * nres + Y, their ratios, per-resource has-cover flags,
-        per-resource counts of live classes that cross it but none of its covers)."""
+        """(sorted pair keys X * nres + Y, their ratios, per-resource has-cover and covers-
+        another flags, per-resource counts of live classes that cross it but none of its
+        covers)."""
         if self._cover_arrays is None:
             nres = len(self.names)
             keys = sorted(x * nres + y for x, ys in self._cover_of.items() for y in ys)
             has = np.zeros(nres, dtype=np.bool_)
             has[list(self._cover_of)] = True
+            covering = np.zeros(nres, dtype=np.bool_)
+            covering[list(self._covering)] = True
             self._cover_arrays = (np.array(keys, dtype=np.int64), np.zeros(len(keys)), has,
-                                  np.zeros(nres, dtype=np.int64))
+                                  covering, np.zeros(nres, dtype=np.int64))
         return self._cover_arrays
 
     def _note_covers(self, ids: np.ndarray, delta: int = 1) -> None:
@@ -439,9 +443,10 @@ class Share:
         solver (``_relayout``; a keyed class keeps its order, its members' weights follow)."""
         if not self._cover_of:
             return
-        keys, ratio, has, uncov = self._cover_state()
+        keys, ratio, has, covering, uncov = self._cover_state()
         nres = len(self.names)
-        self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, ratio, uncov, delta)
+        self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, covering, ratio, uncov,
+                                delta)
         x, y = keys // nres, keys % nres
         bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
         skip = has & (uncov == 0) & (bound <= self._cap)
