@@ -255,37 +255,55 @@ class Transfer(_Delayed):
 
 class Group(_Delayed):
     """Transfers started together by ``Share.start_group``: fires when the last has arrived
-    (served + its latency); ``served_ns[k]`` and ``arrival_ns[k]`` per member afterwards."""
+    (served + its latency); ``served_ns[k]`` and ``arrival_ns[k]`` per member afterwards.
+    While it runs, its members' state lives in the share's arrays (so that completions of
+    many groups are handled at once); it takes a copy when its last member is served."""
 
     def __init__(self, env, latency_ns: np.ndarray, tag=None):
         super().__init__(env)
-        n = latency_ns.shape[0]
         self.tag = tag
         self.start_ns = env.now
         self.latency_ns = latency_ns
-        self.served_ns = np.full(n, np.nan)
-        self.left = n
-        self.last_ns = env.now              #: latest arrival so far
         self.gid = -1                       #: its index in the share
-        #: callback(member indices, served ns) as members are served (e.g. to note arrivals)
-        self.on_served = None
+        self._on_served = None
+        self._share = None
+        self._served = np.full(latency_ns.shape[0], np.nan)   # own copy once done
+        self._last = env.now
         self._ok = True
+
+    @property
+    def on_served(self):
+        """callback(member indices, served ns) as members are served (e.g. to note arrivals)."""
+        return self._on_served
+
+    @on_served.setter
+    def on_served(self, fn) -> None:
+        self._on_served = fn
+        if self._share is not None:
+            self._share._g_watched[self.gid] = fn is not None
+            self._share._watched = True
+
+    @property
+    def served_ns(self) -> np.ndarray:
+        sh = self._share
+        if sh is None:
+            return self._served
+        o = sh._g_off[self.gid]
+        return sh._m_served[o:o + self.latency_ns.shape[0]]
+
+    @property
+    def left(self) -> int:
+        """Members not served yet."""
+        return 0 if self._share is None else int(self._share._g_left[self.gid])
+
+    @property
+    def last_ns(self) -> float:
+        """Latest arrival so far."""
+        return self._last if self._share is None else float(self._share._g_last[self.gid])
 
     @property
     def arrival_ns(self) -> np.ndarray:
         return self.served_ns + self.latency_ns
-
-    def _members_done(self, ks, served_ns) -> None:
-        """Members ``ks`` (array) were served at ``served_ns`` (array)."""
-        self.served_ns[ks] = served_ns
-        if self.on_served is not None:
-            self.on_served(ks, served_ns)
-        t = float((served_ns + self.latency_ns[ks]).max())
-        if t > self.last_ns:
-            self.last_ns = t
-        self.left -= len(ks)
-        if self.left == 0:
-            self.fire_in(max(self.last_ns - self.env.now, 0.0), self.tag)
 
 
 # -- the engine ---------------------------------------------------------------------------------------
@@ -343,6 +361,18 @@ class Share:
         self._act_arr = None                # the active classes in row order (cached)
         self._width = 1
         self._groups: list = []             # Group per group index (None once done)
+        # per group index: its first row in the member arrays, members not served yet,
+        # latest arrival, whether it has an on_served callback (``Group`` reads them)
+        self._g_off = np.zeros(0, dtype=np.int64)
+        self._g_left = np.zeros(0, dtype=np.int64)
+        self._g_last = np.zeros(0)
+        self._g_watched = np.zeros(0, dtype=np.bool_)
+        self._watched = False
+        self._live_groups = 0
+        # per member of a running group: served time (nan until then) and latency
+        self._m_served = np.zeros(0)
+        self._m_lat = np.zeros(0)
+        self._m_used = 0
         self._pending: list = []            # (key, weights, size, member) waiting for the next solve
         self._pending_groups: list = []     # (group index, sizes, rows, weights, caps)
         self._ghosts: list = []             # (class, tag, served_ns): done, still holding a share
@@ -527,15 +557,13 @@ class Share:
             raise ValueError(f"unknown resource id in rows (max {rows.max()})")
         if (sizes < 0).any() or not (caps > 0).all():
             raise ValueError("sizes must be >= 0 and caps > 0")
-        gid = len(self._groups)
-        self._groups.append(group)
+        gid = self._add_group(group)
         # nothing to serve: done at once (a cap alone serves it at that rate)
         idle = (sizes == 0) | (~keep[:, 0] & np.isinf(caps))
         if idle.any():
             ks = np.flatnonzero(idle)
             served = self.env.now + np.where(np.isinf(caps[ks]), 0.0, sizes[ks] / caps[ks])
-            self._group_done(gid, ks, served)
-        group.gid = gid
+            self._groups_done(np.full(ks.shape, gid), ks, served)
         live = np.flatnonzero(~idle)
         if live.size:
             key = np.concatenate([rows[live], caps[live][:, None].view(np.int64)], axis=1)
@@ -599,15 +627,76 @@ class Share:
             if self.on_served is not None:
                 self.on_served(member)
 
-    def _group_done(self, gid: int, ks: np.ndarray, served: np.ndarray) -> None:
-        self.transfers_done += len(ks)
+    def _add_group(self, group: Group) -> int:
+        """Give ``group`` its index and its members' rows in the share's member arrays."""
+        n = group.latency_ns.shape[0]
+        gid = len(self._groups)
+        self._groups.append(group)
+        if gid >= self._g_off.shape[0]:
+            grow = max(64, gid // 2)
+            self._g_off = np.concatenate([self._g_off, np.zeros(grow, dtype=np.int64)])
+            self._g_left = np.concatenate([self._g_left, np.zeros(grow, dtype=np.int64)])
+            self._g_last = np.concatenate([self._g_last, np.zeros(grow)])
+            self._g_watched = np.concatenate([self._g_watched, np.zeros(grow, dtype=np.bool_)])
+        off = self._m_used
+        if off + n > self._m_served.shape[0]:
+            grow = max(off + n - self._m_served.shape[0], self._m_served.shape[0] // 2, 1024)
+            self._m_served = np.concatenate([self._m_served, np.zeros(grow)])
+            self._m_lat = np.concatenate([self._m_lat, np.zeros(grow)])
+        self._m_served[off:off + n] = np.nan
+        self._m_lat[off:off + n] = group.latency_ns
+        self._m_used = off + n
+        self._g_off[gid] = off
+        self._g_left[gid] = n
+        self._g_last[gid] = self.env.now
+        self._g_watched[gid] = False
+        self._live_groups += 1
+        group.gid = gid
+        group._share = self
+        return gid
+
+    def _groups_done(self, gids: np.ndarray, ks: np.ndarray, served: np.ndarray) -> None:
+        """Members ``ks[i]`` of groups ``gids[i]`` were served at ``served[i]`` (arrays, groups
+        in ascending order); each group's callback runs, and a group whose last member this
+        was fires at its last arrival, in the order of the groups."""
+        n = gids.shape[0]
+        if n == 0:
+            return
+        self.transfers_done += n
         m = float(served.max())
         if m > self.last_served_ns:
             self.last_served_ns = m
-        group = self._groups[gid]
-        group._members_done(ks, served)
-        if group.left == 0:
-            self._groups[gid] = None
+        idx = self._g_off[gids] + ks
+        self._m_served[idx] = served
+        arrive = served + self._m_lat[idx]
+        starts = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1]])
+        ug = gids[starts]
+        self._g_last[ug] = np.maximum(self._g_last[ug], np.maximum.reduceat(arrive, starts))
+        self._g_left[ug] -= np.diff(np.r_[starts, n])
+        ends = np.r_[starts[1:], n]
+        for i in np.flatnonzero((self._g_left[ug] == 0) | self._g_watched[ug]
+                                if self._watched else self._g_left[ug] == 0).tolist():
+            g = int(ug[i])
+            group = self._groups[g]
+            if group.on_served is not None:
+                a, b = int(starts[i]), int(ends[i])
+                group.on_served(ks[a:b], served[a:b])
+            if self._g_left[g] == 0:
+                self._finish_group(group)
+
+    def _finish_group(self, group: Group) -> None:
+        """``group``'s last member is served: it takes its state and fires at its last
+        arrival."""
+        g = group.gid
+        o = self._g_off[g]
+        group._served = self._m_served[o:o + group.latency_ns.shape[0]].copy()
+        group._last = float(self._g_last[g])
+        group._share = None
+        self._groups[g] = None
+        self._live_groups -= 1
+        if self._live_groups == 0:
+            self._m_used = 0                    # no group runs: the member rows are free
+        group.fire_in(max(group._last - self.env.now, 0.0), group.tag)
 
     # -- the event loop --------------------------------------------------------------------------
     def _request(self, t_ns: float) -> None:
@@ -789,9 +878,12 @@ class Share:
                         end = served
                 else:
                     multi.append(c)
-            for g in sorted(done):
-                ks, ts = done[g]
-                self._group_done(g, np.array(ks, dtype=np.int64), np.array(ts))
+            if done:
+                order = sorted(done)
+                self._groups_done(np.repeat(np.array(order, dtype=np.int64),
+                                            [len(done[g][0]) for g in order]),
+                                  np.array([k for g in order for k in done[g][0]], dtype=np.int64),
+                                  np.array([t for g in order for t in done[g][1]]))
         for c in multi:
             heap, v, r = self._heaps[c], self._V[c], self._crate[c]
             lim = v + r * window + EPS_UNITS + EPS_REL * v
@@ -806,9 +898,12 @@ class Share:
             self._top[c] = heap[0][0] if heap else INF
         if self._group_batch:
             batch, self._group_batch = self._group_batch, {}
-            for obj, ks, ts in sorted(batch.values(), key=lambda b: b[0].gid):
-                self.transfers_done -= len(ks)          # counted by _retire already
-                self._group_done(obj.gid, np.array(ks, dtype=np.int64), np.array(ts))
+            runs = sorted(batch.values(), key=lambda b: b[0].gid)
+            gids = np.repeat(np.array([b[0].gid for b in runs], dtype=np.int64),
+                             [len(b[1]) for b in runs])
+            self.transfers_done -= gids.shape[0]        # counted by _retire already
+            self._groups_done(gids, np.array([k for b in runs for k in b[1]], dtype=np.int64),
+                              np.array([t for b in runs for t in b[2]]))
         return end
 
     def _commit_solo(self, solo: np.ndarray, now: float, exact: bool) -> float:
@@ -824,12 +919,7 @@ class Share:
         self._top[solo] = INF
         gids = self._sg[solo]
         order = np.argsort(gids, kind="stable")
-        gids, ks, served_o = gids[order], self._sk[solo[order]], served[order]
-        cuts = np.flatnonzero(np.diff(gids)) + 1
-        bounds = [0] + cuts.tolist() + [gids.size]
-        for i, g in enumerate(gids[bounds[:-1]].tolist()):
-            a, b = bounds[i], bounds[i + 1]
-            self._group_done(g, ks[a:b], served_o[a:b])
+        self._groups_done(gids[order], self._sk[solo[order]], served[order])
         return float(served.max())
 
     def _release_ghosts(self) -> None:
