@@ -65,6 +65,22 @@ POLICIES = ("fair", "fcfs")
 COMPILE_AFTER = 400_000
 
 
+_HASH = np.random.default_rng(17).integers(1, 2 ** 62, 64) * 2 + 1   # odd multipliers
+
+
+def _has_repeats(key: np.ndarray) -> bool:
+    """Whether two rows of ``key`` (int64) are equal. Rows whose hashes all differ differ;
+    only hashes that meet are checked exactly."""
+    n, width = key.shape
+    if n < 2:
+        return False
+    if width <= _HASH.shape[0]:
+        h = np.sort((key * _HASH[:width]).sum(axis=1))      # wraps around: a hash
+        if not (h[1:] == h[:-1]).any():
+            return False
+    return np.unique(key, axis=0).shape[0] < n
+
+
 # -- inner loops (numba-compatible: run interpreted on lists or compiled on arrays) ---------------
 def _advance(act, V, crate, dt):
     """Serve every active class for ``dt``: its virtual clock moves by rate x dt."""
@@ -346,6 +362,9 @@ class Share:
         self._key2cls: dict = {}
         self._cls_key: list = []
         self._heaps: list = []
+        # a keyed class's members from groups, as arrays sorted by (finish tag, seq): class ->
+        # [tags, seqs, group indices, member indices, weights]; its other members are in its heap
+        self._bulk: dict = {}
         self._free: list = []
         self._links: list = []              # resource ids per class (-1 padded when arrays)
         self._w: list = []                  # weight per resource
@@ -383,7 +402,7 @@ class Share:
         self._wake_at: float | None = None
         self._in_wake = False
         self._deferred: list = []           # callbacks of finished start_cb transfers
-        self._group_batch: dict = {}        # group members served by this commit, per group
+        self._group_batch: dict = {}        # group index -> (group, [member arrays], [served arrays])
         self._gen = 0
         self._seq = 0
         self._work = 0                      # incidences solved so far (interpreted)
@@ -567,14 +586,11 @@ class Share:
         live = np.flatnonzero(~idle)
         if live.size:
             key = np.concatenate([rows[live], caps[live][:, None].view(np.int64)], axis=1)
-            if np.unique(key, axis=0).shape[0] < live.size:
-                # members with the same resources and cap: one shared class (``_class``)
-                lengths = keep.sum(axis=1)
-                for k in live.tolist():
-                    m = int(lengths[k])
-                    self._pending.append(((float(caps[k]), tuple(rows[k, :m].tolist())),
-                                          tuple(weights[k, :m].tolist()), float(sizes[k]),
-                                          (group, k)))
+            if _has_repeats(key):
+                # members with the same resources and cap: one shared class per key (``_class``),
+                # placed in order with the other pending starts
+                self._pending.append((None, (group, gid, live, sizes[live], key, weights[live],
+                                             keep.sum(axis=1)[live]), None, None))
             else:
                 self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
                                              np.array(caps[live])))
@@ -617,9 +633,9 @@ class Share:
         if type(member) is tuple:
             obj, k = member
             if type(obj) is Group:                  # a group member in a shared class
-                got = self._group_batch.setdefault(id(obj), (obj, [], []))
-                got[1].append(k)
-                got[2].append(served)
+                got = self._group_batch.setdefault(obj.gid, (obj, [], []))
+                got[1].append([k])
+                got[2].append([served])
             else:
                 self._deferred.append((member, served))
         else:
@@ -766,6 +782,9 @@ class Share:
             self._layout += 1
         fresh, grown = [], []                       # keyed classes new / with a new member
         for key, weights, size, member in pending:
+            if key is None:                         # a group's members (``start_group``)
+                self._place_bulk(*weights, fresh, grown)
+                continue
             c = self._class(key)
             self._seq += 1
             tag = self._V[c] + size
@@ -786,6 +805,46 @@ class Share:
         for gid, ks, sizes, rows, weights, caps in groups:
             self._place_group(gid, ks, sizes, rows, weights, caps)
         self._act_arr = None
+
+    def _place_bulk(self, group, gid, ks, sizes, key, weights, lengths, fresh, grown) -> None:
+        """Members ``ks`` of group ``gid`` into the keyed classes of their rows (``key``: row,
+        then cap), as ``_place`` would one by one: classes made in the order their keys first
+        appear, sequence numbers in member order, each class's weights summed member after
+        member; the members are kept as arrays sorted by (finish tag, seq)."""
+        m = ks.shape[0]
+        seq = self._seq + 1 + np.arange(m)
+        self._seq += m
+        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        caps = key[:, -1].view(float)
+        for u in np.argsort(first, kind="stable").tolist():
+            sel = np.flatnonzero(inv == u)
+            k0 = int(sel[0])
+            width = int(lengths[k0])
+            c = self._class((float(caps[k0]), tuple(key[k0, :width].tolist())))
+            was = self._n[c]
+            tags = self._V[c] + sizes[sel]
+            if was == 0 and not self.compiled:
+                self._act.add(c)
+            self._n[c] += sel.shape[0]
+            w = self._w[c]                          # the class solves with its members' sum
+            mw = weights[sel, :width]
+            total = np.add.accumulate(np.vstack([np.asarray(w[:width], dtype=float), mw]), axis=0)[-1]
+            for j in range(width):
+                w[j] = float(total[j])
+            t = float(tags.min())
+            if t < self._top[c]:
+                self._top[c] = t
+            if was == 0:
+                fresh.append(c)
+            if was > 0 or sel.shape[0] > 1:
+                grown.append(c)
+            new = [tags, seq[sel], np.full(sel.shape, gid, dtype=np.int64), ks[sel], mw]
+            old = self._bulk.get(c)
+            if old is not None:
+                new = [np.concatenate([a, b]) for a, b in zip(old, new)]
+            order = np.lexsort((new[1], new[0]))
+            self._bulk[c] = [a[order] for a in new]
 
     def _place_group(self, gid, ks, sizes, rows, weights, caps) -> None:
         """Solo classes for the members ``ks`` of a group (vectorized when compiled)."""
@@ -887,6 +946,22 @@ class Share:
         for c in multi:
             heap, v, r = self._heaps[c], self._V[c], self._crate[c]
             lim = v + r * window + EPS_UNITS + EPS_REL * v
+            bulk = self._bulk.get(c)
+            if bulk is not None:
+                nb = int(np.searchsorted(bulk[0], lim, side="right"))
+                if nb and heap and heap[0][0] <= lim:
+                    # members of both kinds due: let the heap order them all (rare)
+                    for i in range(nb):
+                        heapq.heappush(heap, (float(bulk[0][i]), int(bulk[1][i]),
+                                              (self._groups[bulk[2][i]], int(bulk[3][i])),
+                                              tuple(bulk[4][i].tolist())))
+                elif nb:
+                    end = max(end, self._commit_bulk(c, [a[:nb] for a in bulk], now, exact))
+                if nb:
+                    bulk = [a[nb:] for a in bulk]
+                    self._bulk[c] = bulk if bulk[0].shape[0] else None
+                    if self._bulk[c] is None:
+                        del self._bulk[c]
             while heap and heap[0][0] <= lim:
                 tag, _, member, mw = heapq.heappop(heap)
                 # W = 0: whatever is left is below the clock's resolution: served now
@@ -895,16 +970,42 @@ class Share:
                 self._ghosts.append((c, tag, now + served_in, mw))
                 if now + served_in > end:
                     end = now + served_in
-            self._top[c] = heap[0][0] if heap else INF
+            top = heap[0][0] if heap else INF
+            bulk = self._bulk.get(c)
+            if bulk is not None and bulk[0][0] < top:
+                top = float(bulk[0][0])
+            self._top[c] = top
         if self._group_batch:
             batch, self._group_batch = self._group_batch, {}
-            runs = sorted(batch.values(), key=lambda b: b[0].gid)
-            gids = np.repeat(np.array([b[0].gid for b in runs], dtype=np.int64),
-                             [len(b[1]) for b in runs])
-            self.transfers_done -= gids.shape[0]        # counted by _retire already
-            self._groups_done(gids, np.array([k for b in runs for k in b[1]], dtype=np.int64),
-                              np.array([t for b in runs for t in b[2]]))
+            gids = sorted(batch)
+            ks = [np.concatenate(batch[g][1]).astype(np.int64) for g in gids]
+            self.transfers_done -= sum(k.shape[0] for k in ks)   # counted already
+            self._groups_done(np.repeat(np.array(gids, dtype=np.int64), [k.shape[0] for k in ks]),
+                              np.concatenate(ks),
+                              np.concatenate([np.concatenate(batch[g][2]) for g in gids])
+                              .astype(float))
         return end
+
+    def _commit_bulk(self, c: int, due: list, now: float, exact: bool) -> float:
+        """Serve the due group members ``due`` (bulk arrays, in order) of keyed class c, as
+        the heap loop of ``_commit_group`` would one by one; returns their last finish."""
+        tags, _, gids, ks, mw = due
+        v, r = self._V[c], self._crate[c]
+        if exact or not r > 0:
+            served = np.full(tags.shape, now)
+        else:
+            served = now + np.maximum(tags - v, 0.0) / r
+        self.transfers_done += tags.shape[0]
+        m = float(served.max())
+        if m > self.last_served_ns:
+            self.last_served_ns = m
+        for g in np.unique(gids).tolist():
+            sel = gids == g
+            got = self._group_batch.setdefault(g, (self._groups[g], [], []))
+            got[1].append(ks[sel])
+            got[2].append(served[sel])
+        self._ghosts.append((None, c, tags, served, mw))
+        return m
 
     def _commit_solo(self, solo: np.ndarray, now: float, exact: bool) -> float:
         """Compiled mode: serve the due solo classes ``solo`` at once; returns their last
@@ -934,13 +1035,27 @@ class Share:
         if self.compiled:
             width = self._width
             parts = [(c, t, sv, self._w[c].copy()) for c, t, sv in solos]
-            if ghosts:
-                mw = np.zeros((len(ghosts), width))
-                for i, g in enumerate(ghosts):
-                    mw[i, :len(g[3])] = g[3]
-                parts.append((np.array([g[0] for g in ghosts], dtype=np.int64),
-                              np.array([g[1] for g in ghosts]), np.array([g[2] for g in ghosts]),
-                              mw))
+            singles = []                                # a run of one-member ghosts
+
+            def flush():
+                if singles:
+                    mw = np.zeros((len(singles), width))
+                    for i, g in enumerate(singles):
+                        mw[i, :len(g[3])] = g[3]
+                    parts.append((np.array([g[0] for g in singles], dtype=np.int64),
+                                  np.array([g[1] for g in singles]),
+                                  np.array([g[2] for g in singles]), mw))
+                    singles.clear()
+            for g in ghosts:
+                if g[0] is None:                        # group members of a keyed class
+                    flush()
+                    _, c, t, sv, m = g
+                    mw = np.zeros((t.shape[0], width))
+                    mw[:, :m.shape[1]] = m
+                    parts.append((np.full(t.shape, c, dtype=np.int64), t, sv, mw))
+                else:
+                    singles.append(g)
+            flush()
             cs = np.concatenate([p[0] for p in parts]).astype(np.int64)
             tags = np.concatenate([p[1] for p in parts]).astype(float)
             served = np.concatenate([p[2] for p in parts]).astype(float)
@@ -955,6 +1070,8 @@ class Share:
             if (self._n[cs] > 0).any():                 # a keyed class changed its weights
                 self._layout += 1
             freed = np.unique(cs[self._n[cs] == 0])
+            for c in freed.tolist():
+                self._bulk.pop(c, None)
             self._note_covers(freed, -1)
             keyed = freed[self._sg[freed] < 0]          # solo classes have no key
             self._top[freed] = INF
@@ -967,6 +1084,10 @@ class Share:
             self._free.extend(freed[::-1].tolist())
             self._act_arr = None
             return
+        if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
+            ghosts = [e for g in ghosts for e in (
+                zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
+                    map(tuple, g[4].tolist())) if g[0] is None else (g,))]
         cs = [g[0] for g in ghosts]
         tags = [g[1] for g in ghosts]
         mws = [g[3] for g in ghosts]
@@ -985,6 +1106,7 @@ class Share:
             self._layout += 1
         freed = sorted({c for c in cs if self._n[c] == 0})
         for c in freed:
+            self._bulk.pop(c, None)
             if self._cls_key[c] is not None:
                 del self._key2cls[self._cls_key[c]]
                 self._cls_key[c] = None

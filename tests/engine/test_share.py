@@ -243,3 +243,58 @@ def test_compiled_share_gives_the_same_times(seed):
     b = _random_run(True, seed)
     assert a[0] == b[0]
     assert a[1] == pytest.approx(b[1], rel=1e-12)
+
+
+def _shared_class_run(as_group: bool, compiled: bool, seed: int):
+    """Transfers on a few resource sets, so that many share a class, started at fixed times
+    either as groups (each with a repeated row: its members join keyed classes, placed in
+    order with single starts) or one by one; returns every transfer's served time and the
+    bytes served per resource."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env, batch_window_ns=float(rng.choice([0.0, 3.0])))
+    res = share.add_resources([f"r{i}" for i in range(4)], rng.integers(5, 50, 4))
+    hbm = share.add_resource("hbm", 40.0, "fcfs")
+    if compiled:
+        share.compile_now()
+        if not share.compiled:
+            pytest.skip("numba is not installed")
+    pool = [(int(res[0]), hbm), (int(res[1]), int(res[2])), (int(res[3]), int(res[0]))]
+    served = {}
+
+    def src(i):
+        for k in range(5):
+            yield env.timeout(float(rng.integers(0, 30)))
+            m = int(rng.integers(2, 6))
+            rows = [pool[j] for j in rng.integers(0, len(pool), m)]
+            sizes = rng.integers(10, 300, m).astype(float)
+            w = rng.uniform(0.5, 2.0, (m, 2))
+            caps = rng.choice([30.0, float("inf")], m)
+            rows[1], caps[1] = rows[0], caps[0]     # a repeat: the group's classes are keyed
+            if as_group:
+                g = share.start_group(sizes, rows, w, caps, 1.0)
+                g.callbacks.append(lambda _e, g=g, i=i, k=k: served.update(
+                    {(i, k, j): t for j, t in enumerate(g.served_ns.tolist())}))
+            else:
+                for j in range(m):
+                    tr = share.start(sizes[j], rows[j], tuple(w[j]), caps[j], 1.0)
+                    tr.callbacks.append(lambda _e, tr=tr, key=(i, k, j): served.update(
+                        {key: tr.served_ns}))
+            tr = share.start(float(rng.integers(10, 300)), pool[i % len(pool)], (1.0, 1.5))
+            tr.callbacks.append(lambda _e, tr=tr, key=(i, k, "x"): served.update({key: tr.served_ns}))
+
+    for i in range(3):
+        env.process(src(i))
+    env.run()
+    share.sync()
+    return served, share.bytes_by_resource.tolist()
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6, 7])
+def test_group_members_in_shared_classes_are_served_as_single_transfers(seed):
+    """A group's members with the same resources and cap join one class as arrays; they are
+    served exactly as the same transfers started one by one (bit for bit, both forms)."""
+    for compiled in (False, True):
+        a = _shared_class_run(True, compiled, seed)
+        b = _shared_class_run(False, compiled, seed)
+        assert a == b
