@@ -43,11 +43,11 @@ INF = math.inf
 # the index's block layout, and which problem the index was built for
 NEED_SLOTS, NEED_BLOCKS, N_VIS, N_ZERO, MOST, OWN, GEN, KIND = range(8)
 INFO_LEN = 8
-SLOTS, BLOCKS = 16, 19     # positions in ``scratch()`` of the first per-slot and per-block buffer
+SLOTS, BLOCKS = 15, 18     # positions in ``scratch()`` of the first per-slot and per-block buffer
 
 
 def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen, kind,
-          info, wsum, cnt, used, ver, ptr, hl, hr, hv, live, frozen, vis, zero,
+          info, wsum, cnt, used, ver, ptr, hl, hr, hv, frozen, vis, zero,
           slot_cls, slot_dw, slot_blk, blk_res, blk_dw):
     """Progressive filling of the classes ``act`` (see the module docstring); writes
     ``rate[c]``. Class c's resources are the first ``sw[c]`` of its row (the rest, if any,
@@ -59,15 +59,15 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
     are those it was built for: the caller changes ``gen`` whenever a class is added or
     changes its row, weights or ``sw``, or ``unlimited`` changes, so only classes that
     left ``act`` differ. The remaining arguments are scratch: per resource (``wsum``,
-    ``cnt``, ``used``, ``ver``, the level heap ``hl``, ``hr``, ``hv`` and ``live``: len >=
-    resources; ``ptr``: resources + 1), per class row (``frozen``, ``vis``, ``zero``), per
+    ``cnt``, ``used``, ``ver``, the level heap ``hl``, ``hr``, ``hv``: len >= resources;
+    ``ptr``: resources + 1), per class row (``frozen``, ``vis``, ``zero``), per
     incidence (``slot_*``) and per block entry (``blk_*``).
 
     The heap of levels holds (level, resource, version) entries (``_sift``); its content
     evolves exactly as the algorithm says (entries re-filed when stale at the top, all
-    rebuilt once more updates than entries have accumulated), so any heap gives the same
-    sequence of pops; this one lives in arrays, which numba handles faster than a list of
-    tuples.
+    rebuilt once more updates than entries have accumulated: stale ones refreshed, those of
+    resources without classes dropped), so any heap gives the same sequence of pops; this
+    one lives in arrays, which numba handles faster than a list of tuples.
 
     Returns 0; 1 if some class is bounded by nothing (no cap, no limited resource); 2 if
     the slot or block scratch is too small (``info[NEED_SLOTS]``, ``info[NEED_BLOCKS]``:
@@ -117,9 +117,7 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
             hl[hn] = res_cap[r] / wsum[r]
             hr[hn] = r
             hv[hn] = 0
-            live[hn] = r                    # resources a rebuild visits
             hn += 1
-    nlive = hn
     for i in range(hn // 2 - 1, -1, -1):
         _sift(hl, hr, hv, hn, i)
     cheap = [(0.0, 0)]
@@ -136,21 +134,24 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
         if stale > hn:
             # many entries are stale (classes spread over many resources with levels close
             # together): rebuilding costs less than re-filing them one by one
-            hn = 0
+            # (every resource with classes left has one entry: drop the others, refresh
+            # the stale ones)
             n2 = 0
-            for i in range(nlive):
-                r = live[i]
+            for i in range(hn):
+                r = hr[i]
                 if cnt[r] > 0:
-                    live[n2] = r
+                    if hv[i] != ver[r]:
+                        rem = res_cap[r] - used[r]
+                        if rem < 0.0:
+                            rem = 0.0
+                        hl[n2] = rem / wsum[r]
+                        hv[n2] = ver[r]
+                    else:
+                        hl[n2] = hl[i]
+                        hv[n2] = hv[i]
+                    hr[n2] = r
                     n2 += 1
-                    rem = res_cap[r] - used[r]
-                    if rem < 0.0:
-                        rem = 0.0
-                    hl[hn] = rem / wsum[r]
-                    hr[hn] = r
-                    hv[hn] = ver[r]
-                    hn += 1
-            nlive = n2
+            hn = n2
             for i in range(hn // 2 - 1, -1, -1):
                 _sift(hl, hr, hv, hn, i)
             stale = 0
@@ -472,8 +473,8 @@ def _freeze(c, x, links, wts, sw, mult, unlimited, rate, wsum, cnt, used, ver, f
 
 
 def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate, res_rate, gen,
-           unl, cap2, factor, info, wsum, cnt, used, ver, ptr, hl, hr, hv, live, frozen, vis,
-           zero, slot_cls, slot_dw, slot_blk, blk_res, blk_dw):
+           unl, cap2, factor, info, wsum, cnt, used, ver, ptr, hl, hr, hv, frozen, vis, zero,
+           slot_cls, slot_dw, slot_blk, blk_res, blk_dw):
     """Rates of the classes ``act`` into ``rate`` and the load per resource into
     ``res_rate`` (both policies, see the module docstring). ``skip[r]``: resource r cannot
     fill whatever the rates (its users are covered by other resources that fill first,
@@ -486,14 +487,14 @@ def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate,
     nres = len(res_cap)
     if not any_fcfs:
         err = _fill(act, links, wts, sw, mult, ccap, res_cap, skip, fcfs, rate, gen, 1,
-                    info, wsum, cnt, used, ver, ptr, hl, hr, hv, live, frozen, vis, zero,
+                    info, wsum, cnt, used, ver, ptr, hl, hr, hv, frozen, vis, zero,
                     slot_cls, slot_dw, slot_blk, blk_res, blk_dw)
     else:
         # offered rates: FCFS resources unlimited
         for r in range(nres):
             unl[r] = fcfs[r] or skip[r]
         err = _fill(act, links, wts, sw, mult, ccap, res_cap, unl, fcfs, rate, gen, 1,
-                    info, wsum, cnt, used, ver, ptr, hl, hr, hv, live, frozen, vis, zero,
+                    info, wsum, cnt, used, ver, ptr, hl, hr, hv, frozen, vis, zero,
                     slot_cls, slot_dw, slot_blk, blk_res, blk_dw)
         if err:
             return err
@@ -521,7 +522,7 @@ def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate,
                 cap2[c] = cp
             # other resources limited: its own index (the next first fill builds again)
             err = _fill(act, links, wts, sw, mult, cap2, res_cap, skip, fcfs, rate, gen, 2,
-                        info, wsum, cnt, used, ver, ptr, hl, hr, hv, live, frozen, vis, zero,
+                        info, wsum, cnt, used, ver, ptr, hl, hr, hv, frozen, vis, zero,
                         slot_cls, slot_dw, slot_blk, blk_res, blk_dw)
     if err:
         return err
@@ -576,13 +577,13 @@ def scratch(nres: int, rows: int, slots: int = 0, blocks: int = 0, arrays: bool 
         z, i64, b8 = np.zeros, np.int64, np.bool_
         return (z(nres, dtype=b8), z(rows), z(nres), np.full(INFO_LEN, -1, dtype=i64),
                 z(nres), z(nres, dtype=i64), z(nres), z(nres, dtype=i64), z(nres + 1, dtype=i64),
-                z(nres), z(nres, dtype=i64), z(nres, dtype=i64), z(nres, dtype=i64),
+                z(nres), z(nres, dtype=i64), z(nres, dtype=i64),
                 z(rows, dtype=b8), z(rows, dtype=i64), z(rows, dtype=i64),
                 z(slots, dtype=i64), z(slots), z(slots, dtype=i64), z(blocks, dtype=i64),
                 z(blocks))
     return ([False] * nres, [0.0] * rows, [0.0] * nres, [-1] * INFO_LEN,
             [0.0] * nres, [0] * nres, [0.0] * nres, [0] * nres, [0] * (nres + 1),
-            [0.0] * nres, [0] * nres, [0] * nres, [0] * nres,
+            [0.0] * nres, [0] * nres, [0] * nres,
             [False] * rows, [0] * rows, [0] * rows,
             [0] * slots, [0.0] * slots, [0] * slots, [0] * blocks, [0.0] * blocks)
 
