@@ -153,8 +153,9 @@ def _note_covers(ids, links, w, keys, nres, has, covering, ratio, uncov, delta):
     / weight on Y over its covering resources Y (pair key X * nres + Y in the sorted
     ``keys``; ``covering[Y]``: Y covers some resource) into ``ratio`` (when ``delta`` > 0);
     ``uncov[X] += delta`` if the class crosses none of them (delta = +1 for a new class, -1
-    for one that left, 0: ratios only)."""
+    for one that left, 0: ratios only). Returns whether a ratio grew."""
     npairs = len(keys)
+    grew = False
     for t in range(len(ids)):
         c = ids[t]
         row = links[c]
@@ -187,8 +188,10 @@ def _note_covers(ids, links, w, keys, nres, has, covering, ratio, uncov, delta):
                         q = wr[j] / wr[i]
                         if q > ratio[lo]:
                             ratio[lo] = q
+                            grew = True
             if not found:
                 uncov[x] += delta
+    return grew
 
 
 def _relayout(ids, links, w, skip, sw):
@@ -355,6 +358,7 @@ class Share:
         self._cover_of: dict = {}           # X -> [Y, ...] (``cover``)
         self._covering: set = set()         # every Y of some cover
         self._cover_arrays = None
+        self._cover_bound = None            # per covered resource: sum over Y of cap(Y) x ratio
         # classes: rows of per-class state, a row reused once its class empties. A class is
         # either keyed (transfers with equal (cap, resources) merge, weights summed; members in a
         # heap of (finish tag, seq, member)) or solo: one member of a group (``_sg`` = the
@@ -469,6 +473,7 @@ class Share:
         self._cover_of[resource] = by
         self._covering.update(by)
         self._cover_arrays = None
+        self._cover_bound = None
 
     def _cover_state(self):
         """(sorted pair keys X * nres + Y, their ratios, per-resource has-cover and covers-
@@ -494,11 +499,12 @@ class Share:
             return
         keys, ratio, has, covering, uncov = self._cover_state()
         nres = len(self.names)
-        self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, covering, ratio, uncov,
-                                delta)
-        x, y = keys // nres, keys % nres
-        bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
-        skip = has & (uncov == 0) & (bound <= self._cap)
+        grew = self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, covering, ratio,
+                                       uncov, delta)
+        if grew or self._cover_bound is None:   # the ratios only grow
+            x, y = keys // nres, keys % nres
+            self._cover_bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
+        skip = has & (uncov == 0) & (self._cover_bound <= self._cap)
         if delta > 0:
             relay = ids
         else:
@@ -802,6 +808,9 @@ class Share:
             self._note_covers(np.array(fresh, dtype=np.int64), 1)
             self._note_covers(np.unique(np.array(grown, dtype=np.int64)), 0)
         groups, self._pending_groups = self._pending_groups, []
+        need = sum(g[1].shape[0] for g in groups)
+        if self.compiled and len(self._free) < need:    # room for them all at once
+            self._grow(need - len(self._free) + len(self._cls_key) // 4 + 64)
         for gid, ks, sizes, rows, weights, caps in groups:
             self._place_group(gid, ks, sizes, rows, weights, caps)
         self._act_arr = None
@@ -1082,7 +1091,8 @@ class Share:
                     del self._key2cls[self._cls_key[c]]
                     self._cls_key[c] = None
             self._free.extend(freed[::-1].tolist())
-            self._act_arr = None
+            if self._act_arr is not None and freed.size:   # classes only left
+                self._act_arr = self._act_arr[self._n[self._act_arr] > 0]
             return
         if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
             ghosts = [e for g in ghosts for e in (
