@@ -574,12 +574,13 @@ def scratch(nres: int, rows: int, slots: int = 0, blocks: int = 0, arrays: bool 
     slots, blocks = max(1, slots), max(1, blocks)
     if arrays:
         import numpy as np
-        z, i64, b8 = np.zeros, np.int64, np.bool_
+        z, i32, i64, b8 = np.zeros, np.int32, np.int64, np.bool_
+        # class and resource ids of the index in int32: prunes and fills stream them
         return (z(nres, dtype=b8), z(rows), z(nres), np.full(INFO_LEN, -1, dtype=i64),
                 z(nres), z(nres, dtype=i64), z(nres), z(nres, dtype=i64), z(nres + 1, dtype=i64),
                 z(nres), z(nres, dtype=i64), z(nres, dtype=i64),
                 z(rows, dtype=b8), z(rows, dtype=i64), z(rows, dtype=i64),
-                z(slots, dtype=i64), z(slots), z(slots, dtype=i64), z(blocks, dtype=i64),
+                z(slots, dtype=i32), z(slots), z(slots, dtype=i64), z(blocks, dtype=i32),
                 z(blocks))
     return ([False] * nres, [0.0] * rows, [0.0] * nres, [-1] * INFO_LEN,
             [0.0] * nres, [0] * nres, [0.0] * nres, [0] * nres, [0] * (nres + 1),

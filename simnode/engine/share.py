@@ -63,6 +63,9 @@ POLICIES = ("fair", "fcfs")
 #: a second of interpreted solving (~2.5 us each), against ~0.8 s to import numba and load
 #: its cached code
 COMPILE_AFTER = 400_000
+#: dtype of the class rows' resource ids once compiled: every solve streams them (half the
+#: bytes of int64)
+LINK = np.int32
 
 
 _HASH = np.random.default_rng(17).integers(1, 2 ** 62, 64) * 2 + 1   # odd multipliers
@@ -148,16 +151,22 @@ def _release(cs, tags, mw, V, links, w, res_bytes, n, over):
         n[c] -= 1
 
 
-def _note_covers(ids, links, w, keys, nres, has, covering, ratio, uncov, delta):
+def _note_covers(ids, links, w, keys, nres, has, covering, ratio, uncov, unc, delta):
     """For each class in ``ids`` and each covered resource X on it: the largest weight on X
     / weight on Y over its covering resources Y (pair key X * nres + Y in the sorted
     ``keys``; ``covering[Y]``: Y covers some resource) into ``ratio`` (when ``delta`` > 0);
     ``uncov[X] += delta`` if the class crosses none of them (delta = +1 for a new class, -1
-    for one that left, 0: ratios only). Returns whether a ratio grew."""
+    for one that left, 0: ratios only). ``unc[c]``: whether class c crosses such an X (set
+    when it comes; a class that leaves without one is skipped: its resources do not change).
+    Returns whether a ratio grew."""
     npairs = len(keys)
     grew = False
     for t in range(len(ids)):
         c = ids[t]
+        if delta < 0 and not unc[c]:
+            continue
+        if delta > 0:
+            unc[c] = False
         row = links[c]
         wr = w[c]
         for j in range(len(row)):
@@ -191,6 +200,8 @@ def _note_covers(ids, links, w, keys, nres, has, covering, ratio, uncov, delta):
                             grew = True
             if not found:
                 uncov[x] += delta
+                if delta > 0:
+                    unc[c] = True
     return grew
 
 
@@ -500,7 +511,7 @@ class Share:
         keys, ratio, has, covering, uncov = self._cover_state()
         nres = len(self.names)
         grew = self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, covering, ratio,
-                                       uncov, delta)
+                                       uncov, self._unc, delta)
         if grew or self._cover_bound is None:   # the ratios only grow
             x, y = keys // nres, keys % nres
             self._cover_bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
@@ -1079,10 +1090,10 @@ class Share:
             if (self._n[cs] > 0).any():                 # a keyed class changed its weights
                 self._layout += 1
             freed = np.unique(cs[self._n[cs] == 0])
-            for c in freed.tolist():
-                self._bulk.pop(c, None)
             self._note_covers(freed, -1)
             keyed = freed[self._sg[freed] < 0]          # solo classes have no key
+            for c in keyed.tolist():
+                self._bulk.pop(c, None)
             self._top[freed] = INF
             self._crate[freed] = 0.0
             self._sg[freed] = -1
@@ -1092,7 +1103,7 @@ class Share:
                     self._cls_key[c] = None
             self._free.extend(freed[::-1].tolist())
             if self._act_arr is not None and freed.size:   # classes only left
-                self._act_arr = self._act_arr[self._n[self._act_arr] > 0]
+                self._act_arr = np.delete(self._act_arr, np.searchsorted(self._act_arr, freed))
             return
         if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
             ghosts = [e for g in ghosts for e in (
@@ -1201,14 +1212,14 @@ class Share:
     def _widen(self, width: int) -> None:
         """Compiled mode: room for classes crossing ``width`` resources."""
         pad = width - self._width
-        self._links = np.hstack([self._links, np.full((self._links.shape[0], pad), -1, np.int64)])
+        self._links = np.hstack([self._links, np.full((self._links.shape[0], pad), -1, LINK)])
         self._w = np.hstack([self._w, np.zeros((self._w.shape[0], pad))])
         self._width = width
 
     def _grow(self, grow: int) -> None:
         """Compiled mode: add ``grow`` free class rows (popped lowest first)."""
         start = self._links.shape[0]
-        self._links = np.vstack([self._links, np.full((grow, self._width), -1, np.int64)])
+        self._links = np.vstack([self._links, np.full((grow, self._width), -1, LINK)])
         self._w = np.vstack([self._w, np.zeros((grow, self._width))])
         for name, fill in (("_ccap", 0.0), ("_V", 0.0), ("_crate", 0.0), ("_top", INF)):
             setattr(self, name, np.concatenate([getattr(self, name), np.full(grow, fill)]))
@@ -1216,6 +1227,7 @@ class Share:
         self._sw = np.concatenate([self._sw, np.zeros(grow, dtype=np.int64)])
         self._sg = np.concatenate([self._sg, np.full(grow, -1, dtype=np.int64)])
         self._sk = np.concatenate([self._sk, np.zeros(grow, dtype=np.int64)])
+        self._unc = np.concatenate([self._unc, np.zeros(grow, dtype=np.bool_)])
         self._cls_key.extend([None] * grow)
         self._heaps.extend([None] * grow)           # a heap only for a keyed class
         # popped after the rows already free, lowest first: as the interpreted form, which
@@ -1239,7 +1251,7 @@ class Share:
             return
         rows = len(self._cls_key)
         width = self._width
-        links = np.full((rows, width), -1, dtype=np.int64)
+        links = np.full((rows, width), -1, dtype=LINK)
         w = np.zeros((rows, width))
         for c in range(rows):
             m = len(self._links[c])
@@ -1252,6 +1264,9 @@ class Share:
         self._sw = np.full(rows, width, dtype=np.int64)
         self._sg = np.asarray(self._sg, dtype=np.int64)
         self._sk = np.asarray(self._sk, dtype=np.int64)
+        self._unc = np.zeros(rows, dtype=np.bool_)     # per class: crosses a resource uncovered
+        if self.series is not None:
+            self.series.use_compiled()
         for name in ("_V", "_crate", "_top", "_cap", "_bytes", "_busy", "_rate"):
             setattr(self, name, np.asarray(getattr(self, name), dtype=float))
         self._fcfs = np.asarray(self._fcfs, dtype=np.bool_)
