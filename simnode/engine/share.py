@@ -63,6 +63,10 @@ POLICIES = ("fair", "fcfs")
 #: a second of interpreted solving (~2.5 us each), against ~0.8 s to import numba and load
 #: its cached code
 COMPILE_AFTER = 400_000
+#: only solves of at least this many incidences count towards ``COMPILE_AFTER``: a chip's
+#: few classes (a handful of pipes' copies against its L2 and HBM) solve faster interpreted,
+#: where each wake's bookkeeping is plain Python on lists rather than on numpy scalars
+COMPILE_MIN = 64
 #: dtype of the class rows' resource ids once compiled: every solve streams them (half the
 #: bytes of int64)
 LINK = np.int32
@@ -417,6 +421,13 @@ class Share:
         self._wake_at: float | None = None
         self._in_wake = False
         self._deferred: list = []           # callbacks of finished start_cb transfers
+        # uncontended fast path (``fast_path``): every live transfer runs at its cap, so no
+        # sharing is solved; (finish ns, seq, member, key, weights) per transfer in a heap, and
+        # per resource how many of them cross it
+        self.fast_path = True               #: allow the fast path (False: always solve)
+        self._fast = False
+        self._fq: list = []
+        self._fcnt: list = []
         self._group_batch: dict = {}        # group index -> (group, [member arrays], [served arrays])
         self._gen = 0
         self._seq = 0
@@ -570,6 +581,8 @@ class Share:
         resources ``rows[k]`` (-1 or a weight of 0: none) with ``weights[k]`` and cap
         ``caps[k]``, and arrives ``latency_ns[k]`` after its last unit; returns one event for
         all of them."""
+        if self._fast:
+            self._leave_fast()                  # groups go through the classes
         sizes = np.asarray(sizes, dtype=float)
         n = sizes.shape[0]
         lat = np.broadcast_to(np.asarray(latency_ns, dtype=float), (n,)).copy()
@@ -631,7 +644,12 @@ class Share:
             if type(member) is tuple:
                 self._request_start()               # its callback runs in the next wake
             return
-        self._pending.append(((cap, resources), weights or (1.0,) * len(resources), size, member))
+        weights = weights or (1.0,) * len(resources)
+        if self._fast:
+            if self._fast_start(size, resources, weights, cap, member):
+                return
+            self._leave_fast()                      # it would contend: solve from now on
+        self._pending.append(((cap, resources), weights, size, member))
         self._request_start()
 
     def _request_start(self) -> None:
@@ -774,23 +792,162 @@ class Share:
         self._advance_to(now)
         self._in_wake = True
         try:
-            if not self._ghosts and not self._solo_ghosts:   # (else: a group ends now)
-                end = self._commit_group(now)
-                if end > now:                   # hold rates until the group's last finish
-                    self._hold_until = end
-                    self._run_deferred()
-                    self._request(end)
+            if self._fast:
+                self._fast_due(now)
+                self._run_deferred()
+                if self._fast:                  # still uncontended: nothing to solve
+                    if self.on_rates is not None:
+                        self.on_rates(now, self._rate)
+                    if self._fq:
+                        self._request(self._fq[0][0])
                     return
-            self._release_ghosts()
-            self._run_deferred()
-            self._place()
+                self._place()                   # a start contended: solve from now on
+            else:
+                if not self._ghosts and not self._solo_ghosts:   # (else: a group ends now)
+                    end = self._commit_group(now)
+                    if end > now:               # hold rates until the group's last finish
+                        self._hold_until = end
+                        self._run_deferred()
+                        self._request(end)
+                        return
+                self._release_ghosts()
+                self._run_deferred()
+                self._place()
         finally:
             self._in_wake = False
         self._solve()
         self._last_solve_ns = now
+        if self.fast_path and self._fast_ok():
+            self._enter_fast(now)
+            if self._fq:
+                self._request(self._fq[0][0])
+            return
         t = self._k["_next"](self._active(), self._top, self._V, self._crate)
         if t < INF:
             self._request(now + max(t, 0.0))
+
+    # -- the uncontended fast path -------------------------------------------------------------
+    # While every live transfer runs at its cap (no resource is asked for more than its
+    # capacity), max-min sharing has nothing to decide: each transfer finishes at its start +
+    # size / cap. The share then keeps its transfers in one heap by finish time instead of
+    # classes, and solves nothing until a start would overload a resource (or a group starts):
+    # the transfers left go back into classes with what they have left, and solving resumes.
+    # A solve that finds every class at its cap switches back. Same rates, so the same times
+    # up to floating-point rounding (tests/engine/test_share.py compares both).
+
+    def _fast_ok(self) -> bool:
+        """After a solve: may the share run uncontended (exact mode, interpreted, no groups,
+        every active class at its cap)?"""
+        if self.compiled or self.batch_window_ns != 0.0 or self._live_groups or self._bulk \
+                or self._ghosts or self._pending_groups or self._group_batch:
+            return False
+        act = self._active()
+        if not len(act):
+            return False
+        crate, ccap = self._crate, self._ccap
+        for c in act:
+            if crate[c] != ccap[c]:
+                return False
+        return True
+
+    def _enter_fast(self, now: float) -> None:
+        """Move every member of the active classes (all at their caps) into the fast heap."""
+        fq = []
+        cnt = [0] * len(self._cap)
+        heaps, V, crate = self._heaps, self._V, self._crate
+        freed = self._active()
+        for c in freed:
+            key = self._cls_key[c]
+            v, r = V[c], crate[c]
+            for tag, seq, member, weights in heaps[c]:
+                fq.append((now + (tag - v) / r, seq, member, key, weights))
+            m = self._n[c]
+            for x in key[1]:
+                cnt[x] += m
+            heaps[c] = []
+            self._n[c] = 0
+            del self._key2cls[key]
+            self._cls_key[c] = None
+            self._top[c] = INF
+            self._crate[c] = 0.0
+        self._free.extend(reversed(freed))         # reused lowest first, as after releases
+        heapq.heapify(fq)
+        self._act.clear()
+        self._act_arr = None
+        self._layout += 1
+        self._fq, self._fcnt = fq, cnt
+        self._fast = True
+
+    def _fast_start(self, size, resources, weights, cap, member) -> bool:
+        """Start a transfer uncontended if every resource it crosses has room for it at its
+        cap; returns False (nothing done) if not."""
+        if cap == INF:
+            return False
+        rate, caps = self._rate, self._cap
+        for j in range(len(resources)):
+            r = resources[j]
+            if rate[r] + cap * weights[j] > caps[r]:
+                return False
+        now = self.env.now
+        self._advance_to(now)
+        cnt = self._fcnt
+        for j in range(len(resources)):
+            r = resources[j]
+            rate[r] += cap * weights[j]
+            cnt[r] += 1
+        self._seq += 1
+        fin = now + size / cap
+        heapq.heappush(self._fq, (fin, self._seq, member, (cap, resources), weights))
+        if not self._in_wake:
+            if self.on_rates is not None:
+                self.on_rates(now, rate)
+            self._request(fin)
+        return True
+
+    def _fast_due(self, now: float) -> None:
+        """Retire the transfers of the fast heap that are done at ``now`` (within the
+        completion tolerance) and take their rates off their resources."""
+        fq, rate, cnt = self._fq, self._rate, self._fcnt
+        lim = now * 1e-15                       # float resolution of the clock
+        while fq:
+            fin, _, member, key, weights = fq[0]
+            cap = key[0]
+            if fin - now > lim + EPS_UNITS / cap:
+                break
+            heapq.heappop(fq)
+            resources = key[1]
+            for j in range(len(resources)):
+                r = resources[j]
+                cnt[r] -= 1
+                if cnt[r] == 0:
+                    rate[r] = 0.0               # exactly idle
+                else:
+                    rate[r] -= cap * weights[j]
+            self._retire(member, 0.0)
+
+    def _leave_fast(self) -> None:
+        """Put the transfers of the fast heap into classes with the units they have left
+        (their rates are solved at the next wake, at this instant)."""
+        now = self.env.now
+        self._advance_to(now)
+        fq, self._fq = sorted(self._fq), []
+        self._fast = False
+        for fin, seq, member, key, weights in fq:
+            c = self._class(key)
+            tag = self._V[c] + max(fin - now, 0.0) * key[0]
+            heapq.heappush(self._heaps[c], (tag, seq, member, weights))
+            if self._n[c] == 0 and not self.compiled:
+                self._act.add(c)
+            self._n[c] += 1
+            w = self._w[c]
+            for j in range(len(weights)):
+                w[j] += weights[j]
+            if tag < self._top[c]:
+                self._top[c] = tag
+        self._act_arr = None
+        self._layout += 1
+        if fq and not self._in_wake:
+            self._request(now)                  # solve them now (a wake solves anyway)
 
     def _place(self) -> None:
         """Put the pending starts into their classes (their finish tags on the clocks)."""
@@ -1155,7 +1312,9 @@ class Share:
                                  "has no cap (a first-come-first-served resource does not bound "
                                  "its users by itself)")
             if not self.compiled:
-                self._work += len(act) * self._width
+                inc = len(act) * self._width
+                if inc >= COMPILE_MIN:          # small solves stay interpreted
+                    self._work += inc
                 if self._work > COMPILE_AFTER:
                     self._compile()
         if self.on_rates is not None:
@@ -1239,6 +1398,8 @@ class Share:
         """Run the compiled loops from now on (a caller that knows its run is long saves the
         interpreted solves before the automatic switch); no-op without numba."""
         if not self.compiled:
+            if self._fast:
+                self._leave_fast()
             self._compile()
 
     def _compile(self) -> None:

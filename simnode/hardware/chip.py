@@ -36,6 +36,7 @@ A run whose event queue empties while pipes still wait is a deadlock: it raises
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections import deque
@@ -222,8 +223,14 @@ class ChipSim:
     def run(self, schedule: KernelSchedule) -> ChipRun:
         """Run ``schedule`` alone to completion; raise DeadlockError if it cannot finish."""
         self._flags.clear()         # sets left unconsumed by an earlier run do not leak into this one
-        done, run = self.launch(schedule)
-        self.env.run()
+        # the schedule's instructions and the pipes' programs (millions of objects) live for
+        # the whole run: the cyclic collector need not traverse them on every full collection
+        gc.freeze()
+        try:
+            done, run = self.launch(schedule)
+            self.env.run()
+        finally:
+            gc.unfreeze()
         if not done.triggered:
             self.raise_deadlock(schedule.name)
         return run

@@ -298,3 +298,83 @@ def test_group_members_in_shared_classes_are_served_as_single_transfers(seed):
         a = _shared_class_run(True, compiled, seed)
         b = _shared_class_run(False, compiled, seed)
         assert a == b
+
+
+def _pipes_run(seed: int, fast: bool):
+    """Pipes issuing chains of copies over a few resources (as a chip's pipes against its
+    L2 and HBM): each copy starts when the pipe's previous one is served, some after a
+    gap; the load moves between uncontended and contended. Returns the served times, the
+    share and how many solves it ran."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env)
+    share.fast_path = fast
+    nres = int(rng.integers(2, 5))
+    res = share.add_resources([f"r{i}" for i in range(nres)], rng.uniform(50.0, 200.0, nres))
+    served = {}
+    npipes = int(rng.integers(3, 12))
+
+    def issue(p, k):
+        if k == 12:
+            return
+        m = int(rng.integers(1, nres + 1))
+        rs = tuple(sorted(rng.choice(res, m, replace=False).tolist()))
+        ws = tuple(rng.choice([1.0, 0.5, 2.0], m).tolist())
+        cap = float(rng.choice([10.0, 25.0, 40.0, 80.0]))
+        size = float(rng.uniform(100.0, 5000.0))
+        gap = float(rng.choice([0.0, 0.0, 50.0, 400.0]))
+
+        def go(_e=None):
+            if k % 3 == 2:                      # an event transfer
+                ev = share.start(size, rs, ws, cap=cap)
+                ev.callbacks.append(lambda _e: (served.__setitem__((p, k), env.now),
+                                                issue(p, k + 1)))
+            else:
+                share.start_cb(size, rs, ws, cap,
+                               lambda t, a: (served.__setitem__(a, t), issue(a[0], a[1] + 1)),
+                               (p, k))
+        if gap:
+            env.timeout(gap).callbacks.append(go)
+        else:
+            go()
+
+    for p in range(npipes):
+        issue(p, 0)
+    env.run()
+    return served, share
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_uncontended_fast_path_gives_the_solver_times(seed):
+    """The fast path (no solve while every transfer runs at its cap) gives the completion
+    times of solving at every start and end, to 1e-9 relative, with the same bytes served."""
+    fast, sf = _pipes_run(seed, True)
+    full, sl = _pipes_run(seed, False)
+    assert fast.keys() == full.keys()
+    for key, t in full.items():
+        assert fast[key] == pytest.approx(t, rel=1e-9, abs=1e-9), key
+    assert sf.bytes_by_resource == pytest.approx(sl.bytes_by_resource, rel=1e-9)
+    assert sf.busy_ns == pytest.approx(sl.busy_ns, rel=1e-9)
+    assert sf.recomputes <= sl.recomputes
+
+
+def test_fast_path_is_used_and_left_when_a_start_contends():
+    env = simpy.Environment()
+    share = Share(env)
+    link = share.add_resource("link", 10.0)
+    times = {}
+    _start(env, share, times, "a", 100.0, (link,), cap=4.0)      # 4 of 10: uncontended
+    env.run(until=1.0)
+    assert share._fast
+    _start(env, share, times, "b", 100.0, (link,), cap=4.0)      # 8 of 10: still
+    env.run(until=2.0)
+    assert share._fast
+    _start(env, share, times, "c", 100.0, (link,), cap=4.0)      # 12 of 10: contended
+    env.run()
+    # a has 92 B left at t = 2, b 96: all three at 10/3 B/ns until a ends, then b and c
+    # at 4 (8 of 10: uncontended again)
+    t_a = 2.0 + 92.0 / (10.0 / 3)
+    assert times["a"] == pytest.approx(t_a, rel=1e-12)
+    assert times["b"] == pytest.approx(t_a + 4.0 / 4.0, rel=1e-12)
+    assert times["c"] == pytest.approx(t_a + 8.0 / 4.0, rel=1e-12)
+    assert share.bytes_by_resource[link] == pytest.approx(300.0)
