@@ -67,6 +67,9 @@ COMPILE_AFTER = 400_000
 #: few classes (a handful of pipes' copies against its L2 and HBM) solve faster interpreted,
 #: where each wake's bookkeeping is plain Python on lists rather than on numpy scalars
 COMPILE_MIN = 64
+#: at most this many active classes (interpreted, no FCFS resource): ``maxmin.small_rates``
+#: (same rates, no index to build)
+SMALL_SOLVE = 8
 #: dtype of the class rows' resource ids once compiled: every solve streams them (half the
 #: bytes of int64)
 LINK = np.int32
@@ -1301,6 +1304,12 @@ class Share:
         if len(act) == 0:
             for r in range(len(self._rate)):
                 self._rate[r] = 0.0
+        elif not self.compiled and not self._any_fcfs and len(act) <= SMALL_SOLVE:
+            if maxmin.small_rates(act, self._links, self._w, self._ccap, self._cap, self._crate,
+                                  self._rate):
+                raise ValueError("unbounded rates: a transfer crosses no limited resource and "
+                                 "has no cap (a first-come-first-served resource does not bound "
+                                 "its users by itself)")
         else:
             err, self._scratch = maxmin.solve(
                 self._solve_fn, (act, self._links, self._w, self._sw, self._ones(), self._ccap,

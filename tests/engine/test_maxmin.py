@@ -243,3 +243,37 @@ def test_an_index_reused_after_classes_left_gives_the_rates_of_a_new_one(inst, d
         if not err:
             assert [reused[0][c] for c in later] == [list(p[9])[c] for c in later]
             assert reused[1] == list(p[10])
+
+
+def _small_vs_full(links, capacity, caps, weights):
+    p = _problem(links, capacity, caps, weights, [False] * len(capacity), False)
+    act = list(range(len(links)))
+    err, _ = maxmin.solve(maxmin._rates, (act, *p, -1),
+                          maxmin.scratch(len(capacity), len(links)), False)
+    rows, wts, ccap, res_cap = p[0], p[1], p[4], p[5]
+    rate, res_rate = [0.0] * len(links), [0.0] * len(capacity)
+    err2 = maxmin.small_rates(act, rows, wts, ccap, res_cap, rate, res_rate)
+    assert err == err2
+    if not err:
+        assert rate == p[9]                 # bit-equal
+        assert res_rate == p[10]
+
+
+@settings(max_examples=300, deadline=None)
+@given(instances(max_row=4))
+def test_small_rates_bit_equal_to_the_fill(inst):
+    """``small_rates`` (a few classes, no index) gives ``_rates``'s rates to the bit."""
+    _small_vs_full(*inst)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_small_rates_bit_equal_to_the_fill_on_float_problems(seed):
+    rng = np.random.default_rng(seed)
+    nres = int(rng.integers(1, 5))
+    n = int(rng.integers(1, 9))
+    links = [sorted(rng.choice(nres, int(rng.integers(1, nres + 1)), replace=False).tolist())
+             for _ in range(n)]
+    weights = [rng.uniform(0.2, 3.0, len(r)).tolist() for r in links]
+    caps = [INF if rng.random() < 0.3 else float(rng.uniform(5.0, 120.0)) for _ in range(n)]
+    capacity = rng.uniform(20.0, 300.0, nres).tolist()
+    _small_vs_full(links, capacity, caps, weights)
