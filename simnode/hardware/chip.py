@@ -304,7 +304,7 @@ class ChipSim:
         # both inside the descriptor's path rate (split by their byte shares)
         part = size / len(regions)
         allocate = ins.l2_hint == "normal"
-        hits = sum(self.l2.read(key, part, allocate) for key in regions)
+        hits = self.l2.read_many(regions, part, allocate)
         misses = len(regions) - hits
         p.copy_parts = (hits > 0) + (misses > 0)
         if hits:
