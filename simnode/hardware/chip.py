@@ -223,14 +223,21 @@ class ChipSim:
     def run(self, schedule: KernelSchedule) -> ChipRun:
         """Run ``schedule`` alone to completion; raise DeadlockError if it cannot finish."""
         self._flags.clear()         # sets left unconsumed by an earlier run do not leak into this one
-        # the schedule's instructions and the pipes' programs (millions of objects) live for
-        # the whole run: the cyclic collector need not traverse them on every full collection
-        gc.freeze()
+        # the schedule's instructions and the pipes' programs (millions of objects, built
+        # by launch without reference cycles) live for the whole run: the cyclic collector
+        # is off while launch builds them and need not traverse them during the run
+        enabled = gc.isenabled()
+        gc.disable()
         try:
             done, run = self.launch(schedule)
+            gc.freeze()
+            if enabled:
+                gc.enable()
             self.env.run()
         finally:
             gc.unfreeze()
+            if enabled:
+                gc.enable()
         if not done.triggered:
             self.raise_deadlock(schedule.name)
         return run
