@@ -12,6 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 
+def _add_at(a, rows, cols, vals):
+    """``np.add.at(a, (rows, cols), vals)``: the same additions in the same order (numba
+    compiles it; ``BinnedSeries.use_compiled``)."""
+    for i in range(len(vals)):
+        a[rows[i], cols[i]] += vals[i]
+
+
 class BinnedSeries:
     """Bytes per (time bin, series); see the module docstring."""
 
@@ -24,6 +31,15 @@ class BinnedSeries:
         self.bin_ns = float(bin_ns)
         self.bytes = np.zeros((max_bins, num_series))
         self.end_ns = 0.0                       #: latest time accounted for
+        self._add_at = None                     # compiled _add_at, if any
+
+    def use_compiled(self) -> None:
+        """Accumulate spans with the compiled ``_add_at`` (a long run's many spans; same
+        results as ``np.add.at``); no-op without numba."""
+        from simnode.engine.jit import compile_functions
+        fns = compile_functions((_add_at,), {})
+        if fns:
+            self._add_at = fns["_add_at"]
 
     def grow(self, num_series: int) -> None:
         """Make room for more series (new resources), keeping the recorded ones."""
@@ -99,9 +115,11 @@ class BinnedSeries:
             edge = np.minimum((b + 1) * self.bin_ns, t1_ns)
             frac = np.where(live, (edge - t) / ls, 0.0)
             m = ok & live[:, None]
-            rows = np.broadcast_to(b[:, None], idx.shape)[m]
-            np.add.at(self.bytes, (np.minimum(rows, self.max_bins - 1), idx[m]),
-                      (sz * frac[:, None])[m])
+            rows = np.minimum(np.broadcast_to(b[:, None], idx.shape)[m], self.max_bins - 1)
+            if self._add_at is not None:
+                self._add_at(self.bytes, rows, idx[m], (sz * frac[:, None])[m])
+            else:
+                np.add.at(self.bytes, (rows, idx[m]), (sz * frac[:, None])[m])
             t = np.where(live, edge, t)
             b = np.minimum(b + 1, self.max_bins - 1)
 

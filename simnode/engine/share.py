@@ -63,6 +63,32 @@ POLICIES = ("fair", "fcfs")
 #: a second of interpreted solving (~2.5 us each), against ~0.8 s to import numba and load
 #: its cached code
 COMPILE_AFTER = 400_000
+#: only solves of at least this many incidences count towards ``COMPILE_AFTER``: a chip's
+#: few classes (a handful of pipes' copies against its L2 and HBM) solve faster interpreted,
+#: where each wake's bookkeeping is plain Python on lists rather than on numpy scalars
+COMPILE_MIN = 64
+#: at most this many active classes (interpreted, no FCFS resource): ``maxmin.small_rates``
+#: (same rates, no index to build)
+SMALL_SOLVE = 8
+#: dtype of the class rows' resource ids once compiled: every solve streams them (half the
+#: bytes of int64)
+LINK = np.int32
+
+
+_HASH = np.random.default_rng(17).integers(1, 2 ** 62, 64) * 2 + 1   # odd multipliers
+
+
+def _has_repeats(key: np.ndarray) -> bool:
+    """Whether two rows of ``key`` (int64) are equal. Rows whose hashes all differ differ;
+    only hashes that meet are checked exactly."""
+    n, width = key.shape
+    if n < 2:
+        return False
+    if width <= _HASH.shape[0]:
+        h = np.sort((key * _HASH[:width]).sum(axis=1))      # wraps around: a hash
+        if not (h[1:] == h[:-1]).any():
+            return False
+    return np.unique(key, axis=0).shape[0] < n
 
 
 # -- inner loops (numba-compatible: run interpreted on lists or compiled on arrays) ---------------
@@ -132,14 +158,22 @@ def _release(cs, tags, mw, V, links, w, res_bytes, n, over):
         n[c] -= 1
 
 
-def _note_covers(ids, links, w, keys, nres, has, ratio, uncov, delta):
+def _note_covers(ids, links, w, keys, nres, has, covering, ratio, uncov, unc, delta):
     """For each class in ``ids`` and each covered resource X on it: the largest weight on X
     / weight on Y over its covering resources Y (pair key X * nres + Y in the sorted
-    ``keys``) into ``ratio`` (when ``delta`` > 0); ``uncov[X] += delta`` if the class crosses
-    none of them (delta = +1 for a new class, -1 for one that left, 0: ratios only)."""
+    ``keys``; ``covering[Y]``: Y covers some resource) into ``ratio`` (when ``delta`` > 0);
+    ``uncov[X] += delta`` if the class crosses none of them (delta = +1 for a new class, -1
+    for one that left, 0: ratios only). ``unc[c]``: whether class c crosses such an X (set
+    when it comes; a class that leaves without one is skipped: its resources do not change).
+    Returns whether a ratio grew."""
     npairs = len(keys)
+    grew = False
     for t in range(len(ids)):
         c = ids[t]
+        if delta < 0 and not unc[c]:
+            continue
+        if delta > 0:
+            unc[c] = False
         row = links[c]
         wr = w[c]
         for j in range(len(row)):
@@ -153,7 +187,7 @@ def _note_covers(ids, links, w, keys, nres, has, ratio, uncov, delta):
                 y = row[i]
                 if y < 0:
                     break
-                if i == j:
+                if i == j or not covering[y]:
                     continue
                 key = x * nres + y
                 lo = 0
@@ -170,8 +204,12 @@ def _note_covers(ids, links, w, keys, nres, has, ratio, uncov, delta):
                         q = wr[j] / wr[i]
                         if q > ratio[lo]:
                             ratio[lo] = q
+                            grew = True
             if not found:
                 uncov[x] += delta
+                if delta > 0:
+                    unc[c] = True
+    return grew
 
 
 def _relayout(ids, links, w, skip, sw):
@@ -254,37 +292,55 @@ class Transfer(_Delayed):
 
 class Group(_Delayed):
     """Transfers started together by ``Share.start_group``: fires when the last has arrived
-    (served + its latency); ``served_ns[k]`` and ``arrival_ns[k]`` per member afterwards."""
+    (served + its latency); ``served_ns[k]`` and ``arrival_ns[k]`` per member afterwards.
+    While it runs, its members' state lives in the share's arrays (so that completions of
+    many groups are handled at once); it takes a copy when its last member is served."""
 
     def __init__(self, env, latency_ns: np.ndarray, tag=None):
         super().__init__(env)
-        n = latency_ns.shape[0]
         self.tag = tag
         self.start_ns = env.now
         self.latency_ns = latency_ns
-        self.served_ns = np.full(n, np.nan)
-        self.left = n
-        self.last_ns = env.now              #: latest arrival so far
         self.gid = -1                       #: its index in the share
-        #: callback(member indices, served ns) as members are served (e.g. to note arrivals)
-        self.on_served = None
+        self._on_served = None
+        self._share = None
+        self._served = np.full(latency_ns.shape[0], np.nan)   # own copy once done
+        self._last = env.now
         self._ok = True
+
+    @property
+    def on_served(self):
+        """callback(member indices, served ns) as members are served (e.g. to note arrivals)."""
+        return self._on_served
+
+    @on_served.setter
+    def on_served(self, fn) -> None:
+        self._on_served = fn
+        if self._share is not None:
+            self._share._g_watched[self.gid] = fn is not None
+            self._share._watched = True
+
+    @property
+    def served_ns(self) -> np.ndarray:
+        sh = self._share
+        if sh is None:
+            return self._served
+        o = sh._g_off[self.gid]
+        return sh._m_served[o:o + self.latency_ns.shape[0]]
+
+    @property
+    def left(self) -> int:
+        """Members not served yet."""
+        return 0 if self._share is None else int(self._share._g_left[self.gid])
+
+    @property
+    def last_ns(self) -> float:
+        """Latest arrival so far."""
+        return self._last if self._share is None else float(self._share._g_last[self.gid])
 
     @property
     def arrival_ns(self) -> np.ndarray:
         return self.served_ns + self.latency_ns
-
-    def _members_done(self, ks, served_ns) -> None:
-        """Members ``ks`` (array) were served at ``served_ns`` (array)."""
-        self.served_ns[ks] = served_ns
-        if self.on_served is not None:
-            self.on_served(ks, served_ns)
-        t = float((served_ns + self.latency_ns[ks]).max())
-        if t > self.last_ns:
-            self.last_ns = t
-        self.left -= len(ks)
-        if self.left == 0:
-            self.fire_in(max(self.last_ns - self.env.now, 0.0), self.tag)
 
 
 # -- the engine ---------------------------------------------------------------------------------------
@@ -320,6 +376,7 @@ class Share:
         self._cover_of: dict = {}           # X -> [Y, ...] (``cover``)
         self._covering: set = set()         # every Y of some cover
         self._cover_arrays = None
+        self._cover_bound = None            # per covered resource: sum over Y of cap(Y) x ratio
         # classes: rows of per-class state, a row reused once its class empties. A class is
         # either keyed (transfers with equal (cap, resources) merge, weights summed; members in a
         # heap of (finish tag, seq, member)) or solo: one member of a group (``_sg`` = the
@@ -327,6 +384,9 @@ class Share:
         self._key2cls: dict = {}
         self._cls_key: list = []
         self._heaps: list = []
+        # a keyed class's members from groups, as arrays sorted by (finish tag, seq): class ->
+        # [tags, seqs, group indices, member indices, weights]; its other members are in its heap
+        self._bulk: dict = {}
         self._free: list = []
         self._links: list = []              # resource ids per class (-1 padded when arrays)
         self._w: list = []                  # weight per resource
@@ -342,6 +402,18 @@ class Share:
         self._act_arr = None                # the active classes in row order (cached)
         self._width = 1
         self._groups: list = []             # Group per group index (None once done)
+        # per group index: its first row in the member arrays, members not served yet,
+        # latest arrival, whether it has an on_served callback (``Group`` reads them)
+        self._g_off = np.zeros(0, dtype=np.int64)
+        self._g_left = np.zeros(0, dtype=np.int64)
+        self._g_last = np.zeros(0)
+        self._g_watched = np.zeros(0, dtype=np.bool_)
+        self._watched = False
+        self._live_groups = 0
+        # per member of a running group: served time (nan until then) and latency
+        self._m_served = np.zeros(0)
+        self._m_lat = np.zeros(0)
+        self._m_used = 0
         self._pending: list = []            # (key, weights, size, member) waiting for the next solve
         self._pending_groups: list = []     # (group index, sizes, rows, weights, caps)
         self._ghosts: list = []             # (class, tag, served_ns): done, still holding a share
@@ -352,7 +424,14 @@ class Share:
         self._wake_at: float | None = None
         self._in_wake = False
         self._deferred: list = []           # callbacks of finished start_cb transfers
-        self._group_batch: dict = {}        # group members served by this commit, per group
+        # uncontended fast path (``fast_path``): every live transfer runs at its cap, so no
+        # sharing is solved; (finish ns, seq, member, key, weights) per transfer in a heap, and
+        # per resource how many of them cross it
+        self.fast_path = True               #: allow the fast path (False: always solve)
+        self._fast = False
+        self._fq: list = []
+        self._fcnt: list = []
+        self._group_batch: dict = {}        # group index -> (group, [member arrays], [served arrays])
         self._gen = 0
         self._seq = 0
         self._work = 0                      # incidences solved so far (interpreted)
@@ -360,6 +439,10 @@ class Share:
         self._solve_fn = maxmin._rates
         self._scratch = None
         self._one = None
+        #: changes whenever a live class is added or changes its row, weights or ``sw``, or a
+        #: resource's skip flag changes: the solver's index is reused while it stays (classes
+        #: that only left are dropped from it, ``maxmin._prune``)
+        self._layout = 0
 
     # -- resources -----------------------------------------------------------------------------
     def add_resource(self, name: str, capacity: float, policy: str = "fair") -> int:
@@ -394,7 +477,6 @@ class Share:
                 lst.extend([0.0] * len(caps))
         if self.series is not None:
             self.series.grow(len(self.names))
-        self._scratch = None
         return list(range(first, len(self.names)))
 
     def cover(self, resource: int, by) -> None:
@@ -416,17 +498,21 @@ class Share:
         self._cover_of[resource] = by
         self._covering.update(by)
         self._cover_arrays = None
+        self._cover_bound = None
 
     def _cover_state(self):
-        """(sorted pair keys X * nres + Y, their ratios, per-resource has-cover flags,
-        per-resource counts of live classes that cross it but none of its covers)."""
+        """(sorted pair keys X * nres + Y, their ratios, per-resource has-cover and covers-
+        another flags, per-resource counts of live classes that cross it but none of its
+        covers)."""
         if self._cover_arrays is None:
             nres = len(self.names)
             keys = sorted(x * nres + y for x, ys in self._cover_of.items() for y in ys)
             has = np.zeros(nres, dtype=np.bool_)
             has[list(self._cover_of)] = True
+            covering = np.zeros(nres, dtype=np.bool_)
+            covering[list(self._covering)] = True
             self._cover_arrays = (np.array(keys, dtype=np.int64), np.zeros(len(keys)), has,
-                                  np.zeros(nres, dtype=np.int64))
+                                  covering, np.zeros(nres, dtype=np.int64))
         return self._cover_arrays
 
     def _note_covers(self, ids: np.ndarray, delta: int = 1) -> None:
@@ -436,17 +522,20 @@ class Share:
         solver (``_relayout``; a keyed class keeps its order, its members' weights follow)."""
         if not self._cover_of:
             return
-        keys, ratio, has, uncov = self._cover_state()
+        keys, ratio, has, covering, uncov = self._cover_state()
         nres = len(self.names)
-        self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, ratio, uncov, delta)
-        x, y = keys // nres, keys % nres
-        bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
-        skip = has & (uncov == 0) & (bound <= self._cap)
+        grew = self._k["_note_covers"](ids, self._links, self._w, keys, nres, has, covering, ratio,
+                                       uncov, self._unc, delta)
+        if grew or self._cover_bound is None:   # the ratios only grow
+            x, y = keys // nres, keys % nres
+            self._cover_bound = np.bincount(x, weights=self._cap[y] * ratio, minlength=nres)
+        skip = has & (uncov == 0) & (self._cover_bound <= self._cap)
         if delta > 0:
             relay = ids
         else:
             relay = ids[:0]
         if (skip != self._skip).any():          # the rows of every live class follow suit
+            self._layout += 1
             relay = np.union1d(relay, np.flatnonzero(self._n > 0))
             if (self._skip & ~skip).any():
                 self._sw[relay] = self._width   # a resource to solve again: visit whole rows
@@ -495,6 +584,8 @@ class Share:
         resources ``rows[k]`` (-1 or a weight of 0: none) with ``weights[k]`` and cap
         ``caps[k]``, and arrives ``latency_ns[k]`` after its last unit; returns one event for
         all of them."""
+        if self._fast:
+            self._leave_fast()                  # groups go through the classes
         sizes = np.asarray(sizes, dtype=float)
         n = sizes.shape[0]
         lat = np.broadcast_to(np.asarray(latency_ns, dtype=float), (n,)).copy()
@@ -518,26 +609,21 @@ class Share:
             raise ValueError(f"unknown resource id in rows (max {rows.max()})")
         if (sizes < 0).any() or not (caps > 0).all():
             raise ValueError("sizes must be >= 0 and caps > 0")
-        gid = len(self._groups)
-        self._groups.append(group)
+        gid = self._add_group(group)
         # nothing to serve: done at once (a cap alone serves it at that rate)
         idle = (sizes == 0) | (~keep[:, 0] & np.isinf(caps))
         if idle.any():
             ks = np.flatnonzero(idle)
             served = self.env.now + np.where(np.isinf(caps[ks]), 0.0, sizes[ks] / caps[ks])
-            self._group_done(gid, ks, served)
-        group.gid = gid
+            self._groups_done(np.full(ks.shape, gid), ks, served)
         live = np.flatnonzero(~idle)
         if live.size:
             key = np.concatenate([rows[live], caps[live][:, None].view(np.int64)], axis=1)
-            if np.unique(key, axis=0).shape[0] < live.size:
-                # members with the same resources and cap: one shared class (``_class``)
-                lengths = keep.sum(axis=1)
-                for k in live.tolist():
-                    m = int(lengths[k])
-                    self._pending.append(((float(caps[k]), tuple(rows[k, :m].tolist())),
-                                          tuple(weights[k, :m].tolist()), float(sizes[k]),
-                                          (group, k)))
+            if _has_repeats(key):
+                # members with the same resources and cap: one shared class per key (``_class``),
+                # placed in order with the other pending starts
+                self._pending.append((None, (group, gid, live, sizes[live], key, weights[live],
+                                             keep.sum(axis=1)[live]), None, None))
             else:
                 self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
                                              np.array(caps[live])))
@@ -561,7 +647,12 @@ class Share:
             if type(member) is tuple:
                 self._request_start()               # its callback runs in the next wake
             return
-        self._pending.append(((cap, resources), weights or (1.0,) * len(resources), size, member))
+        weights = weights or (1.0,) * len(resources)
+        if self._fast:
+            if self._fast_start(size, resources, weights, cap, member):
+                return
+            self._leave_fast()                      # it would contend: solve from now on
+        self._pending.append(((cap, resources), weights, size, member))
         self._request_start()
 
     def _request_start(self) -> None:
@@ -580,9 +671,9 @@ class Share:
         if type(member) is tuple:
             obj, k = member
             if type(obj) is Group:                  # a group member in a shared class
-                got = self._group_batch.setdefault(id(obj), (obj, [], []))
-                got[1].append(k)
-                got[2].append(served)
+                got = self._group_batch.setdefault(obj.gid, (obj, [], []))
+                got[1].append([k])
+                got[2].append([served])
             else:
                 self._deferred.append((member, served))
         else:
@@ -590,15 +681,76 @@ class Share:
             if self.on_served is not None:
                 self.on_served(member)
 
-    def _group_done(self, gid: int, ks: np.ndarray, served: np.ndarray) -> None:
-        self.transfers_done += len(ks)
+    def _add_group(self, group: Group) -> int:
+        """Give ``group`` its index and its members' rows in the share's member arrays."""
+        n = group.latency_ns.shape[0]
+        gid = len(self._groups)
+        self._groups.append(group)
+        if gid >= self._g_off.shape[0]:
+            grow = max(64, gid // 2)
+            self._g_off = np.concatenate([self._g_off, np.zeros(grow, dtype=np.int64)])
+            self._g_left = np.concatenate([self._g_left, np.zeros(grow, dtype=np.int64)])
+            self._g_last = np.concatenate([self._g_last, np.zeros(grow)])
+            self._g_watched = np.concatenate([self._g_watched, np.zeros(grow, dtype=np.bool_)])
+        off = self._m_used
+        if off + n > self._m_served.shape[0]:
+            grow = max(off + n - self._m_served.shape[0], self._m_served.shape[0] // 2, 1024)
+            self._m_served = np.concatenate([self._m_served, np.zeros(grow)])
+            self._m_lat = np.concatenate([self._m_lat, np.zeros(grow)])
+        self._m_served[off:off + n] = np.nan
+        self._m_lat[off:off + n] = group.latency_ns
+        self._m_used = off + n
+        self._g_off[gid] = off
+        self._g_left[gid] = n
+        self._g_last[gid] = self.env.now
+        self._g_watched[gid] = False
+        self._live_groups += 1
+        group.gid = gid
+        group._share = self
+        return gid
+
+    def _groups_done(self, gids: np.ndarray, ks: np.ndarray, served: np.ndarray) -> None:
+        """Members ``ks[i]`` of groups ``gids[i]`` were served at ``served[i]`` (arrays, groups
+        in ascending order); each group's callback runs, and a group whose last member this
+        was fires at its last arrival, in the order of the groups."""
+        n = gids.shape[0]
+        if n == 0:
+            return
+        self.transfers_done += n
         m = float(served.max())
         if m > self.last_served_ns:
             self.last_served_ns = m
-        group = self._groups[gid]
-        group._members_done(ks, served)
-        if group.left == 0:
-            self._groups[gid] = None
+        idx = self._g_off[gids] + ks
+        self._m_served[idx] = served
+        arrive = served + self._m_lat[idx]
+        starts = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1]])
+        ug = gids[starts]
+        self._g_last[ug] = np.maximum(self._g_last[ug], np.maximum.reduceat(arrive, starts))
+        self._g_left[ug] -= np.diff(np.r_[starts, n])
+        ends = np.r_[starts[1:], n]
+        for i in np.flatnonzero((self._g_left[ug] == 0) | self._g_watched[ug]
+                                if self._watched else self._g_left[ug] == 0).tolist():
+            g = int(ug[i])
+            group = self._groups[g]
+            if group.on_served is not None:
+                a, b = int(starts[i]), int(ends[i])
+                group.on_served(ks[a:b], served[a:b])
+            if self._g_left[g] == 0:
+                self._finish_group(group)
+
+    def _finish_group(self, group: Group) -> None:
+        """``group``'s last member is served: it takes its state and fires at its last
+        arrival."""
+        g = group.gid
+        o = self._g_off[g]
+        group._served = self._m_served[o:o + group.latency_ns.shape[0]].copy()
+        group._last = float(self._g_last[g])
+        group._share = None
+        self._groups[g] = None
+        self._live_groups -= 1
+        if self._live_groups == 0:
+            self._m_used = 0                    # no group runs: the member rows are free
+        group.fire_in(max(group._last - self.env.now, 0.0), group.tag)
 
     # -- the event loop --------------------------------------------------------------------------
     def _request(self, t_ns: float) -> None:
@@ -643,29 +795,173 @@ class Share:
         self._advance_to(now)
         self._in_wake = True
         try:
-            if not self._ghosts and not self._solo_ghosts:   # (else: a group ends now)
-                end = self._commit_group(now)
-                if end > now:                   # hold rates until the group's last finish
-                    self._hold_until = end
-                    self._run_deferred()
-                    self._request(end)
+            if self._fast:
+                self._fast_due(now)
+                self._run_deferred()
+                if self._fast:                  # still uncontended: nothing to solve
+                    if self.on_rates is not None:
+                        self.on_rates(now, self._rate)
+                    if self._fq:
+                        self._request(self._fq[0][0])
                     return
-            self._release_ghosts()
-            self._run_deferred()
-            self._place()
+                self._place()                   # a start contended: solve from now on
+            else:
+                if not self._ghosts and not self._solo_ghosts:   # (else: a group ends now)
+                    end = self._commit_group(now)
+                    if end > now:               # hold rates until the group's last finish
+                        self._hold_until = end
+                        self._run_deferred()
+                        self._request(end)
+                        return
+                self._release_ghosts()
+                self._run_deferred()
+                self._place()
         finally:
             self._in_wake = False
         self._solve()
         self._last_solve_ns = now
+        if self.fast_path and self._fast_ok():
+            self._enter_fast(now)
+            if self._fq:
+                self._request(self._fq[0][0])
+            return
         t = self._k["_next"](self._active(), self._top, self._V, self._crate)
         if t < INF:
             self._request(now + max(t, 0.0))
 
+    # -- the uncontended fast path -------------------------------------------------------------
+    # While every live transfer runs at its cap (no resource is asked for more than its
+    # capacity), max-min sharing has nothing to decide: each transfer finishes at its start +
+    # size / cap. The share then keeps its transfers in one heap by finish time instead of
+    # classes, and solves nothing until a start would overload a resource (or a group starts):
+    # the transfers left go back into classes with what they have left, and solving resumes.
+    # A solve that finds every class at its cap switches back. Same rates, so the same times
+    # up to floating-point rounding (tests/engine/test_share.py compares both).
+
+    def _fast_ok(self) -> bool:
+        """After a solve: may the share run uncontended (exact mode, interpreted, no groups,
+        every active class at its cap)?"""
+        if self.compiled or self.batch_window_ns != 0.0 or self._live_groups or self._bulk \
+                or self._ghosts or self._pending_groups or self._group_batch:
+            return False
+        act = self._active()
+        if not len(act):
+            return False
+        crate, ccap = self._crate, self._ccap
+        for c in act:
+            if crate[c] != ccap[c]:
+                return False
+        return True
+
+    def _enter_fast(self, now: float) -> None:
+        """Move every member of the active classes (all at their caps) into the fast heap."""
+        fq = []
+        cnt = [0] * len(self._cap)
+        heaps, V, crate = self._heaps, self._V, self._crate
+        freed = self._active()
+        for c in freed:
+            key = self._cls_key[c]
+            v, r = V[c], crate[c]
+            for tag, seq, member, weights in heaps[c]:
+                fq.append((now + (tag - v) / r, seq, member, key, weights))
+            m = self._n[c]
+            for x in key[1]:
+                cnt[x] += m
+            heaps[c] = []
+            self._n[c] = 0
+            del self._key2cls[key]
+            self._cls_key[c] = None
+            self._top[c] = INF
+            self._crate[c] = 0.0
+        self._free.extend(reversed(freed))         # reused lowest first, as after releases
+        heapq.heapify(fq)
+        self._act.clear()
+        self._act_arr = None
+        self._layout += 1
+        self._fq, self._fcnt = fq, cnt
+        self._fast = True
+
+    def _fast_start(self, size, resources, weights, cap, member) -> bool:
+        """Start a transfer uncontended if every resource it crosses has room for it at its
+        cap; returns False (nothing done) if not."""
+        if cap == INF:
+            return False
+        rate, caps = self._rate, self._cap
+        for j in range(len(resources)):
+            r = resources[j]
+            if rate[r] + cap * weights[j] > caps[r]:
+                return False
+        now = self.env.now
+        self._advance_to(now)
+        cnt = self._fcnt
+        for j in range(len(resources)):
+            r = resources[j]
+            rate[r] += cap * weights[j]
+            cnt[r] += 1
+        self._seq += 1
+        fin = now + size / cap
+        heapq.heappush(self._fq, (fin, self._seq, member, (cap, resources), weights))
+        if not self._in_wake:
+            if self.on_rates is not None:
+                self.on_rates(now, rate)
+            self._request(fin)
+        return True
+
+    def _fast_due(self, now: float) -> None:
+        """Retire the transfers of the fast heap that are done at ``now`` (within the
+        completion tolerance) and take their rates off their resources."""
+        fq, rate, cnt = self._fq, self._rate, self._fcnt
+        lim = now * 1e-15                       # float resolution of the clock
+        while fq:
+            fin, _, member, key, weights = fq[0]
+            cap = key[0]
+            if fin - now > lim + EPS_UNITS / cap:
+                break
+            heapq.heappop(fq)
+            resources = key[1]
+            for j in range(len(resources)):
+                r = resources[j]
+                cnt[r] -= 1
+                if cnt[r] == 0:
+                    rate[r] = 0.0               # exactly idle
+                else:
+                    rate[r] -= cap * weights[j]
+            self._retire(member, 0.0)
+
+    def _leave_fast(self) -> None:
+        """Put the transfers of the fast heap into classes with the units they have left
+        (their rates are solved at the next wake, at this instant)."""
+        now = self.env.now
+        self._advance_to(now)
+        fq, self._fq = sorted(self._fq), []
+        self._fast = False
+        for fin, seq, member, key, weights in fq:
+            c = self._class(key)
+            tag = self._V[c] + max(fin - now, 0.0) * key[0]
+            heapq.heappush(self._heaps[c], (tag, seq, member, weights))
+            if self._n[c] == 0 and not self.compiled:
+                self._act.add(c)
+            self._n[c] += 1
+            w = self._w[c]
+            for j in range(len(weights)):
+                w[j] += weights[j]
+            if tag < self._top[c]:
+                self._top[c] = tag
+        self._act_arr = None
+        self._layout += 1
+        if fq and not self._in_wake:
+            self._request(now)                  # solve them now (a wake solves anyway)
+
     def _place(self) -> None:
         """Put the pending starts into their classes (their finish tags on the clocks)."""
         pending, self._pending = self._pending, []
+        if pending or self._pending_groups:
+            self._layout += 1
         fresh, grown = [], []                       # keyed classes new / with a new member
         for key, weights, size, member in pending:
+            if key is None:                         # a group's members (``start_group``)
+                self._place_bulk(*weights, fresh, grown)
+                continue
             c = self._class(key)
             self._seq += 1
             tag = self._V[c] + size
@@ -683,9 +979,52 @@ class Share:
             self._note_covers(np.array(fresh, dtype=np.int64), 1)
             self._note_covers(np.unique(np.array(grown, dtype=np.int64)), 0)
         groups, self._pending_groups = self._pending_groups, []
+        need = sum(g[1].shape[0] for g in groups)
+        if self.compiled and len(self._free) < need:    # room for them all at once
+            self._grow(need - len(self._free) + len(self._cls_key) // 4 + 64)
         for gid, ks, sizes, rows, weights, caps in groups:
             self._place_group(gid, ks, sizes, rows, weights, caps)
         self._act_arr = None
+
+    def _place_bulk(self, group, gid, ks, sizes, key, weights, lengths, fresh, grown) -> None:
+        """Members ``ks`` of group ``gid`` into the keyed classes of their rows (``key``: row,
+        then cap), as ``_place`` would one by one: classes made in the order their keys first
+        appear, sequence numbers in member order, each class's weights summed member after
+        member; the members are kept as arrays sorted by (finish tag, seq)."""
+        m = ks.shape[0]
+        seq = self._seq + 1 + np.arange(m)
+        self._seq += m
+        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        caps = key[:, -1].view(float)
+        for u in np.argsort(first, kind="stable").tolist():
+            sel = np.flatnonzero(inv == u)
+            k0 = int(sel[0])
+            width = int(lengths[k0])
+            c = self._class((float(caps[k0]), tuple(key[k0, :width].tolist())))
+            was = self._n[c]
+            tags = self._V[c] + sizes[sel]
+            if was == 0 and not self.compiled:
+                self._act.add(c)
+            self._n[c] += sel.shape[0]
+            w = self._w[c]                          # the class solves with its members' sum
+            mw = weights[sel, :width]
+            total = np.add.accumulate(np.vstack([np.asarray(w[:width], dtype=float), mw]), axis=0)[-1]
+            for j in range(width):
+                w[j] = float(total[j])
+            t = float(tags.min())
+            if t < self._top[c]:
+                self._top[c] = t
+            if was == 0:
+                fresh.append(c)
+            if was > 0 or sel.shape[0] > 1:
+                grown.append(c)
+            new = [tags, seq[sel], np.full(sel.shape, gid, dtype=np.int64), ks[sel], mw]
+            old = self._bulk.get(c)
+            if old is not None:
+                new = [np.concatenate([a, b]) for a, b in zip(old, new)]
+            order = np.lexsort((new[1], new[0]))
+            self._bulk[c] = [a[order] for a in new]
 
     def _place_group(self, gid, ks, sizes, rows, weights, caps) -> None:
         """Solo classes for the members ``ks`` of a group (vectorized when compiled)."""
@@ -696,7 +1035,6 @@ class Share:
             # bulk, freed rows reused first
             if width > self._width:
                 self._width = width
-                self._scratch = None
             link_rows = list(map(tuple, rows.tolist()))
             w_rows = weights.tolist()
             reuse = min(len(self._free), m)
@@ -779,12 +1117,31 @@ class Share:
                         end = served
                 else:
                     multi.append(c)
-            for g in sorted(done):
-                ks, ts = done[g]
-                self._group_done(g, np.array(ks, dtype=np.int64), np.array(ts))
+            if done:
+                order = sorted(done)
+                self._groups_done(np.repeat(np.array(order, dtype=np.int64),
+                                            [len(done[g][0]) for g in order]),
+                                  np.array([k for g in order for k in done[g][0]], dtype=np.int64),
+                                  np.array([t for g in order for t in done[g][1]]))
         for c in multi:
             heap, v, r = self._heaps[c], self._V[c], self._crate[c]
             lim = v + r * window + EPS_UNITS + EPS_REL * v
+            bulk = self._bulk.get(c)
+            if bulk is not None:
+                nb = int(np.searchsorted(bulk[0], lim, side="right"))
+                if nb and heap and heap[0][0] <= lim:
+                    # members of both kinds due: let the heap order them all (rare)
+                    for i in range(nb):
+                        heapq.heappush(heap, (float(bulk[0][i]), int(bulk[1][i]),
+                                              (self._groups[bulk[2][i]], int(bulk[3][i])),
+                                              tuple(bulk[4][i].tolist())))
+                elif nb:
+                    end = max(end, self._commit_bulk(c, [a[:nb] for a in bulk], now, exact))
+                if nb:
+                    bulk = [a[nb:] for a in bulk]
+                    self._bulk[c] = bulk if bulk[0].shape[0] else None
+                    if self._bulk[c] is None:
+                        del self._bulk[c]
             while heap and heap[0][0] <= lim:
                 tag, _, member, mw = heapq.heappop(heap)
                 # W = 0: whatever is left is below the clock's resolution: served now
@@ -793,13 +1150,42 @@ class Share:
                 self._ghosts.append((c, tag, now + served_in, mw))
                 if now + served_in > end:
                     end = now + served_in
-            self._top[c] = heap[0][0] if heap else INF
+            top = heap[0][0] if heap else INF
+            bulk = self._bulk.get(c)
+            if bulk is not None and bulk[0][0] < top:
+                top = float(bulk[0][0])
+            self._top[c] = top
         if self._group_batch:
             batch, self._group_batch = self._group_batch, {}
-            for obj, ks, ts in sorted(batch.values(), key=lambda b: b[0].gid):
-                self.transfers_done -= len(ks)          # counted by _retire already
-                self._group_done(obj.gid, np.array(ks, dtype=np.int64), np.array(ts))
+            gids = sorted(batch)
+            ks = [np.concatenate(batch[g][1]).astype(np.int64) for g in gids]
+            self.transfers_done -= sum(k.shape[0] for k in ks)   # counted already
+            self._groups_done(np.repeat(np.array(gids, dtype=np.int64), [k.shape[0] for k in ks]),
+                              np.concatenate(ks),
+                              np.concatenate([np.concatenate(batch[g][2]) for g in gids])
+                              .astype(float))
         return end
+
+    def _commit_bulk(self, c: int, due: list, now: float, exact: bool) -> float:
+        """Serve the due group members ``due`` (bulk arrays, in order) of keyed class c, as
+        the heap loop of ``_commit_group`` would one by one; returns their last finish."""
+        tags, _, gids, ks, mw = due
+        v, r = self._V[c], self._crate[c]
+        if exact or not r > 0:
+            served = np.full(tags.shape, now)
+        else:
+            served = now + np.maximum(tags - v, 0.0) / r
+        self.transfers_done += tags.shape[0]
+        m = float(served.max())
+        if m > self.last_served_ns:
+            self.last_served_ns = m
+        for g in np.unique(gids).tolist():
+            sel = gids == g
+            got = self._group_batch.setdefault(g, (self._groups[g], [], []))
+            got[1].append(ks[sel])
+            got[2].append(served[sel])
+        self._ghosts.append((None, c, tags, served, mw))
+        return m
 
     def _commit_solo(self, solo: np.ndarray, now: float, exact: bool) -> float:
         """Compiled mode: serve the due solo classes ``solo`` at once; returns their last
@@ -814,12 +1200,7 @@ class Share:
         self._top[solo] = INF
         gids = self._sg[solo]
         order = np.argsort(gids, kind="stable")
-        gids, ks, served_o = gids[order], self._sk[solo[order]], served[order]
-        cuts = np.flatnonzero(np.diff(gids)) + 1
-        bounds = [0] + cuts.tolist() + [gids.size]
-        for i, g in enumerate(gids[bounds[:-1]].tolist()):
-            a, b = bounds[i], bounds[i + 1]
-            self._group_done(g, ks[a:b], served_o[a:b])
+        self._groups_done(gids[order], self._sk[solo[order]], served[order])
         return float(served.max())
 
     def _release_ghosts(self) -> None:
@@ -834,13 +1215,27 @@ class Share:
         if self.compiled:
             width = self._width
             parts = [(c, t, sv, self._w[c].copy()) for c, t, sv in solos]
-            if ghosts:
-                mw = np.zeros((len(ghosts), width))
-                for i, g in enumerate(ghosts):
-                    mw[i, :len(g[3])] = g[3]
-                parts.append((np.array([g[0] for g in ghosts], dtype=np.int64),
-                              np.array([g[1] for g in ghosts]), np.array([g[2] for g in ghosts]),
-                              mw))
+            singles = []                                # a run of one-member ghosts
+
+            def flush():
+                if singles:
+                    mw = np.zeros((len(singles), width))
+                    for i, g in enumerate(singles):
+                        mw[i, :len(g[3])] = g[3]
+                    parts.append((np.array([g[0] for g in singles], dtype=np.int64),
+                                  np.array([g[1] for g in singles]),
+                                  np.array([g[2] for g in singles]), mw))
+                    singles.clear()
+            for g in ghosts:
+                if g[0] is None:                        # group members of a keyed class
+                    flush()
+                    _, c, t, sv, m = g
+                    mw = np.zeros((t.shape[0], width))
+                    mw[:, :m.shape[1]] = m
+                    parts.append((np.full(t.shape, c, dtype=np.int64), t, sv, mw))
+                else:
+                    singles.append(g)
+            flush()
             cs = np.concatenate([p[0] for p in parts]).astype(np.int64)
             tags = np.concatenate([p[1] for p in parts]).astype(float)
             served = np.concatenate([p[2] for p in parts]).astype(float)
@@ -852,9 +1247,13 @@ class Share:
                 m = over > 0
                 self.series.add_spans(served[m], now, self._links[cs[m]],
                                       -(mw[m] * over[m][:, None]))
+            if (self._n[cs] > 0).any():                 # a keyed class changed its weights
+                self._layout += 1
             freed = np.unique(cs[self._n[cs] == 0])
             self._note_covers(freed, -1)
             keyed = freed[self._sg[freed] < 0]          # solo classes have no key
+            for c in keyed.tolist():
+                self._bulk.pop(c, None)
             self._top[freed] = INF
             self._crate[freed] = 0.0
             self._sg[freed] = -1
@@ -863,8 +1262,13 @@ class Share:
                     del self._key2cls[self._cls_key[c]]
                     self._cls_key[c] = None
             self._free.extend(freed[::-1].tolist())
-            self._act_arr = None
+            if self._act_arr is not None and freed.size:   # classes only left
+                self._act_arr = np.delete(self._act_arr, np.searchsorted(self._act_arr, freed))
             return
+        if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
+            ghosts = [e for g in ghosts for e in (
+                zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
+                    map(tuple, g[4].tolist())) if g[0] is None else (g,))]
         cs = [g[0] for g in ghosts]
         tags = [g[1] for g in ghosts]
         mws = [g[3] for g in ghosts]
@@ -879,8 +1283,11 @@ class Share:
             w = np.array([tuple(mws[i]) + (0.0,) * (width - len(mws[i])) for i in m])
             self.series.add_spans(np.array([ghosts[i][2] for i in m]), now, rows,
                                   -(w * np.array([over[i] for i in m])[:, None]))
+        if any(self._n[c] > 0 for c in cs):
+            self._layout += 1
         freed = sorted({c for c in cs if self._n[c] == 0})
         for c in freed:
+            self._bulk.pop(c, None)
             if self._cls_key[c] is not None:
                 del self._key2cls[self._cls_key[c]]
                 self._cls_key[c] = None
@@ -897,17 +1304,26 @@ class Share:
         if len(act) == 0:
             for r in range(len(self._rate)):
                 self._rate[r] = 0.0
+        elif not self.compiled and not self._any_fcfs and len(act) <= SMALL_SOLVE:
+            if maxmin.small_rates(act, self._links, self._w, self._ccap, self._cap, self._crate,
+                                  self._rate):
+                raise ValueError("unbounded rates: a transfer crosses no limited resource and "
+                                 "has no cap (a first-come-first-served resource does not bound "
+                                 "its users by itself)")
         else:
-            s = self._scratch_for(len(self._n))
-            err = self._solve_fn(act, self._links, self._w, self._sw, self._ones(), self._ccap, self._cap,
-                                 self._fcfs, self._any_fcfs, self._skip, self._crate, self._rate,
-                                 *s)
+            err, self._scratch = maxmin.solve(
+                self._solve_fn, (act, self._links, self._w, self._sw, self._ones(), self._ccap,
+                                 self._cap, self._fcfs, self._any_fcfs, self._skip, self._crate,
+                                 self._rate, self._layout),
+                self._scratch_for(len(self._n)), self.compiled)
             if err:
                 raise ValueError("unbounded rates: a transfer crosses no limited resource and "
                                  "has no cap (a first-come-first-served resource does not bound "
                                  "its users by itself)")
             if not self.compiled:
-                self._work += len(act) * self._width
+                inc = len(act) * self._width
+                if inc >= COMPILE_MIN:          # small solves stay interpreted
+                    self._work += inc
                 if self._work > COMPILE_AFTER:
                     self._compile()
         if self.on_rates is not None:
@@ -937,7 +1353,6 @@ class Share:
         else:
             if width > self._width:
                 self._width = width
-                self._scratch = None
             if self._free:
                 c = self._free.pop()
                 self._links[c], self._w[c] = resources, [0.0] * width
@@ -965,15 +1380,14 @@ class Share:
     def _widen(self, width: int) -> None:
         """Compiled mode: room for classes crossing ``width`` resources."""
         pad = width - self._width
-        self._links = np.hstack([self._links, np.full((self._links.shape[0], pad), -1, np.int64)])
+        self._links = np.hstack([self._links, np.full((self._links.shape[0], pad), -1, LINK)])
         self._w = np.hstack([self._w, np.zeros((self._w.shape[0], pad))])
         self._width = width
-        self._scratch = None
 
     def _grow(self, grow: int) -> None:
         """Compiled mode: add ``grow`` free class rows (popped lowest first)."""
         start = self._links.shape[0]
-        self._links = np.vstack([self._links, np.full((grow, self._width), -1, np.int64)])
+        self._links = np.vstack([self._links, np.full((grow, self._width), -1, LINK)])
         self._w = np.vstack([self._w, np.zeros((grow, self._width))])
         for name, fill in (("_ccap", 0.0), ("_V", 0.0), ("_crate", 0.0), ("_top", INF)):
             setattr(self, name, np.concatenate([getattr(self, name), np.full(grow, fill)]))
@@ -981,18 +1395,20 @@ class Share:
         self._sw = np.concatenate([self._sw, np.zeros(grow, dtype=np.int64)])
         self._sg = np.concatenate([self._sg, np.full(grow, -1, dtype=np.int64)])
         self._sk = np.concatenate([self._sk, np.zeros(grow, dtype=np.int64)])
+        self._unc = np.concatenate([self._unc, np.zeros(grow, dtype=np.bool_)])
         self._cls_key.extend([None] * grow)
         self._heaps.extend([None] * grow)           # a heap only for a keyed class
         # popped after the rows already free, lowest first: as the interpreted form, which
         # reuses freed rows before it appends new ones (same rows, same results)
         self._free[:0] = range(start + grow - 1, start - 1, -1)
-        self._scratch = None
         self._act_arr = None
 
     def compile_now(self) -> None:
         """Run the compiled loops from now on (a caller that knows its run is long saves the
         interpreted solves before the automatic switch); no-op without numba."""
         if not self.compiled:
+            if self._fast:
+                self._leave_fast()
             self._compile()
 
     def _compile(self) -> None:
@@ -1005,7 +1421,7 @@ class Share:
             return
         rows = len(self._cls_key)
         width = self._width
-        links = np.full((rows, width), -1, dtype=np.int64)
+        links = np.full((rows, width), -1, dtype=LINK)
         w = np.zeros((rows, width))
         for c in range(rows):
             m = len(self._links[c])
@@ -1018,6 +1434,9 @@ class Share:
         self._sw = np.full(rows, width, dtype=np.int64)
         self._sg = np.asarray(self._sg, dtype=np.int64)
         self._sk = np.asarray(self._sk, dtype=np.int64)
+        self._unc = np.zeros(rows, dtype=np.bool_)     # per class: crosses a resource uncovered
+        if self.series is not None:
+            self.series.use_compiled()
         for name in ("_V", "_crate", "_top", "_cap", "_bytes", "_busy", "_rate"):
             setattr(self, name, np.asarray(getattr(self, name), dtype=float))
         self._fcfs = np.asarray(self._fcfs, dtype=np.bool_)
@@ -1027,28 +1446,21 @@ class Share:
         self._act_arr = None
         self._k = kern
         self._solve_fn = fns
-        self._scratch = None
         self._one = None
         self.compiled = True
         self._note_covers(np.flatnonzero(self._n > 0))
 
     def _scratch_for(self, rows: int):
-        """Scratch buffers of the solver, sized for ``rows`` classes (kept between solves)."""
+        """Scratch buffers of the solver, sized for ``rows`` classes (kept between solves;
+        ``maxmin.solve`` grows its per-incidence part as needed)."""
         s = self._scratch
         nres = len(self._cap)
-        need_inc = max(1, rows * self._width)
-        if s is not None and s[-1] >= rows and s[-2] >= need_inc:
-            return s[:-2]
-        if self.compiled:
-            s = (np.zeros(nres, dtype=np.bool_), np.zeros(nres), np.zeros(nres, dtype=np.int64),
-                 np.zeros(nres), np.zeros(nres, dtype=np.int64), np.zeros(nres + 1, dtype=np.int64),
-                 np.zeros(need_inc, dtype=np.int64), np.zeros(rows, dtype=np.bool_),
-                 np.zeros(rows), np.zeros(nres))
-        else:
-            s = ([False] * nres, [0.0] * nres, [0] * nres, [0.0] * nres, [0] * nres,
-                 [0] * (nres + 1), [0] * need_inc, [False] * rows, [0.0] * rows, [0.0] * nres)
-        self._scratch = s + (need_inc, rows)
-        return s[:-2] if len(s) > 10 else s
+        if s is None or len(s[1]) < rows or len(s[0]) != nres or \
+                isinstance(s[0], np.ndarray) != self.compiled:
+            slots, blocks = (len(s[maxmin.SLOTS]), len(s[maxmin.BLOCKS])) if s is not None \
+                else (0, 0)
+            s = self._scratch = maxmin.scratch(nres, rows, slots, blocks, self.compiled)
+        return s
 
     def _ones(self):
         """The solver's multiplicity per class: 1 (a class's weights sum its members')."""

@@ -36,6 +36,7 @@ A run whose event queue empties while pipes still wait is a deadlock: it raises
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections import deque
@@ -222,8 +223,21 @@ class ChipSim:
     def run(self, schedule: KernelSchedule) -> ChipRun:
         """Run ``schedule`` alone to completion; raise DeadlockError if it cannot finish."""
         self._flags.clear()         # sets left unconsumed by an earlier run do not leak into this one
-        done, run = self.launch(schedule)
-        self.env.run()
+        # the schedule's instructions and the pipes' programs (millions of objects, built
+        # by launch without reference cycles) live for the whole run: the cyclic collector
+        # is off while launch builds them and need not traverse them during the run
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            done, run = self.launch(schedule)
+            gc.freeze()
+            if enabled:
+                gc.enable()
+            self.env.run()
+        finally:
+            gc.unfreeze()
+            if enabled:
+                gc.enable()
         if not done.triggered:
             self.raise_deadlock(schedule.name)
         return run
@@ -297,7 +311,7 @@ class ChipSim:
         # both inside the descriptor's path rate (split by their byte shares)
         part = size / len(regions)
         allocate = ins.l2_hint == "normal"
-        hits = sum(self.l2.read(key, part, allocate) for key in regions)
+        hits = self.l2.read_many(regions, part, allocate)
         misses = len(regions) - hits
         p.copy_parts = (hits > 0) + (misses > 0)
         if hits:

@@ -46,6 +46,24 @@ class L2Cache:
             self._insert(key, size_bytes)
         return False
 
+    def read_many(self, keys, size_bytes, allocate: bool = True) -> int:
+        """``read`` of each region of ``keys`` (``size_bytes`` each), in order; returns how
+        many hit (one call for a multi-region descriptor)."""
+        lru = self._lru
+        hits = 0
+        for key in keys:
+            if key is not None and key in lru:
+                lru.move_to_end(key)
+                self.hits += 1
+                self.hit_bytes += size_bytes
+                hits += 1
+                continue
+            self.misses += 1
+            self.miss_bytes += size_bytes
+            if allocate and key is not None:
+                self._insert(key, size_bytes)
+        return hits
+
     def write(self, key, size_bytes: int, allocate: bool = True) -> None:
         if allocate and key is not None:
             if key in self._lru:

@@ -367,12 +367,9 @@ class DeepEPSim:
         steps 3-4): the reduction of every peer's rows runs from the start on the AIV pipes,
         ahead of the network, and its HBM traffic meets URMA's (the HBM's arbitration, chip
         memory.hbm_arbitration, decides who yields)."""
-        plan = self.plan
-        R = self.spec.num_ranks
-        srcs = [r for r in range(R) if plan.pair_tokens[r, d] > 0]
-        rows, units = zip(*(self._reduction(d, r) for r in srcs)) if srcs else ((), ())
-        return [self._local(np.array(rows, dtype=np.int64).reshape(len(srcs), -1),
-                            np.array(units, dtype=float).reshape(len(srcs), -1) * share_of)]
+        srcs = np.flatnonzero(self.plan.pair_tokens[:, d] > 0)
+        rows, units = self._reductions(d, srcs)
+        return [self._local(rows, units * share_of)]
 
     def combine_sends(self, d: int, share_of: float = 1.0) -> list:
         """Events of rank d's sends of ``share_of`` of its rows back to their source ranks."""
@@ -423,27 +420,27 @@ class DeepEPSim:
                 pending.popleft()
         yield self.env.all_of(list(pending))
 
-    def _reduction(self, d: int, r: int) -> tuple[tuple, tuple]:
-        """Resources and total work of owner d's reduction of the rows it returns to r: MTE2
-        reads of every expert row of tokens with >= 2 experts on d, their vector adds, the
-        MTE3 write of each partial sum, their HBM traffic, and one VF launch per task; for
-        r == d every token, reduced or copied, goes through UB into the receive buffer."""
+    def _reductions(self, d: int, srcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Resources ([len(srcs), 5]) and total work (same shape) of owner d's reductions of
+        the rows it returns to each rank of ``srcs``: MTE2 reads of every expert row of tokens
+        with >= 2 experts on d, their vector adds, the MTE3 write of each partial sum, their
+        HBM traffic, and one VF launch per task; for r == d every token, reduced or copied,
+        goes through UB into the receive buffer."""
         plan, c = self.plan, self.costs
         row = plan.sizes.expert_row_bytes
-        rows, toks = int(plan.reduce_rows[d, r]), int(plan.reduce_tokens[d, r])
+        rows, toks = plan.reduce_rows[d, srcs], plan.reduce_tokens[d, srcs]
         added = rows * plan.params.hidden * c.reduce_ops_per_element     # vector adds
-        if r == d:
-            # a self token with one local row is still copied GM->UB->GM into the receive
-            # buffer (S6 combine_impl: load_next_token + store_last_token when is_local);
-            # only a remote one is sent straight from x; a copy has no vector adds
-            singles = int(plan.pair_tokens[d, d]) - toks
-            rows, toks = rows + singles, toks + singles
-        tasks = int(plan.combine_pair_tasks[d, r])
-        res = (int(self.r_mte2[d]), int(self.r_mte3[d]), int(self.r_vec[d]), int(self.r_aiv[d]),
-               int(self.r_hbm[d]))
-        units = (rows * row, toks * row, added,
-                 tasks * c.vf_launch_ns, (rows + toks) * row)
-        return res, units
+        # a self token with one local row is still copied GM->UB->GM into the receive
+        # buffer (S6 combine_impl: load_next_token + store_last_token when is_local); only a
+        # remote one is sent straight from x; a copy has no vector adds
+        singles = np.where(srcs == d, int(plan.pair_tokens[d, d]) - toks, 0)
+        rows, toks = rows + singles, toks + singles
+        tasks = plan.combine_pair_tasks[d, srcs]
+        res = np.array([self.r_mte2[d], self.r_mte3[d], self.r_vec[d], self.r_aiv[d],
+                        self.r_hbm[d]], dtype=np.int64)
+        units = np.stack([rows * row, toks * row, added, tasks * c.vf_launch_ns,
+                          (rows + toks) * row], axis=1).astype(float)
+        return np.broadcast_to(res, units.shape), units
 
     def _local(self, rows, units):
         """Work with no network part, one transfer per row of ``rows`` (resources) and

@@ -51,6 +51,7 @@ class RankEndpoints:
         # 1 ns of engine time per ns: weights are ns of work per wire byte
         self.urma = np.asarray(share.add_resources([f"rank{r}.urma" for r in range(R)], [1.0] * R),
                                dtype=np.int64)
+        self._stall = None
         cap = self.spec.urma_payload_GBps
         self.tx = np.asarray(share.add_resources([f"rank{r}.urma_tx" for r in range(R)], [cap] * R),
                              dtype=np.int64) if cap else None
@@ -93,14 +94,19 @@ class RankEndpoints:
         for port, leaf in down_of.items():
             share.cover(int(ports[port]), [self.rx[r] for r in leaves.get(leaf, [])])
 
+    def _stall_of(self, n: int) -> np.ndarray:
+        """``spec.wqe_stall_ns(k)`` for k = 0 .. n - 1 at least (kept: every send asks)."""
+        if self._stall is None or len(self._stall) < n:
+            self._stall = np.array([self.spec.wqe_stall_ns(k) for k in range(n)])
+        return self._stall
+
     def _work(self, src, dst, payload, descriptor_bytes, wqes, peers):
         """[n, k] resources and units of work of message trains (see the module docstring)."""
         spec = self.spec
         cols = [(self.hbm[src], payload + descriptor_bytes), (self.hbm[dst], payload),
                 (self.urma[src], wqes * spec.wqe_processing_ns)]
         if self.tx is not None:
-            stall_of = np.array([spec.wqe_stall_ns(int(k)) for k in range(int(peers.max()) + 1)])
-            stall = wqes * stall_of[peers]
+            stall = wqes * self._stall_of(int(peers.max()) + 1)[peers]
             # 1 GB/s = 1 B/ns: a stall of x ns costs the send side x * ceiling bytes of work
             cols += [(self.tx[src], payload + stall * spec.urma_payload_GBps),
                      (self.rx[dst], payload)]

@@ -85,12 +85,13 @@ def test_fcfs_shares_in_proportion_to_offered_rates():
 
 
 @st.composite
-def instances(draw):
+def instances(draw, max_row=3):
     num_res = draw(st.integers(1, 6))
     n = draw(st.integers(1, 12))
     links, weights, caps = [], [], []
     for _ in range(n):
-        row = draw(st.lists(st.integers(0, num_res - 1), min_size=1, max_size=3, unique=True))
+        row = draw(st.lists(st.integers(0, num_res - 1), min_size=1, max_size=max_row,
+                            unique=True))
         links.append(row)
         weights.append([draw(st.integers(1, 4)) for _ in row])
         caps.append(draw(st.one_of(st.just(INF), st.integers(1, 60))))
@@ -134,6 +135,20 @@ def test_fcfs_is_feasible_and_max_min_without_overload(inst, data):
             open_load[r] += wr * x
     if not any(f and u > c * (1 + 1e-9) for f, u, c in zip(fcfs, open_load, capacity)):
         assert rates == pytest.approx(max_min(links, capacity, caps, weights), rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(max_row=6), st.data())
+def test_classes_on_many_resources_match_the_reference_in_both_forms(inst, data):
+    """Classes on more than 3 limited resources share one block of them per class (the
+    fill's other memory layout): same rates as the reference, both forms bit-equal."""
+    links, capacity, caps, weights = inst
+    rates = max_min(links, capacity, caps, weights)
+    exact = exact_max_min([r + [-1] * (6 - len(r)) for r in links], capacity, caps,
+                          [w + [0] * (6 - len(w)) for w in weights])
+    assert rates == pytest.approx([float(x) for x in exact], rel=1e-9)
+    if maxmin.compiled() is not None:
+        assert max_min(links, capacity, caps, weights, use_compiled=True) == rates
 
 
 @pytest.fixture(scope="module")
@@ -181,10 +196,84 @@ def test_a_covered_resource_left_out_gives_the_same_rates(compiled):
     out = []
     for skip in (np.zeros(nres, bool), np.r_[np.zeros(24, bool), np.ones(12, bool)]):
         rate, res_rate = np.zeros(n), np.zeros(nres)
-        scratch = (np.zeros(nres, bool), np.zeros(nres), np.zeros(nres, np.int64), np.zeros(nres),
-                   np.zeros(nres, np.int64), np.zeros(nres + 1, np.int64),
-                   np.zeros(3 * n, np.int64), np.zeros(n, bool), np.zeros(n), np.zeros(nres))
-        assert compiled(*args.values(), skip, rate, res_rate, *scratch) == 0
+        err, _ = maxmin.solve(compiled, (*args.values(), skip, rate, res_rate, -1),
+                              maxmin.scratch(nres, n, arrays=True), True)
+        assert err == 0
         out.append((rate, res_rate))
     assert np.array_equal(out[0][0], out[1][0])
     assert np.array_equal(out[0][1], out[1][1])          # the skipped ports' load still counted
+
+
+def _problem(links, capacity, caps, weights, fcfs, arrays):
+    """``_rates``'s problem arguments (without ``act`` and ``gen``) for a test instance."""
+    n, nres = len(links), len(capacity)
+    width = max(len(r) for r in links)
+    rows = [list(r) + [-1] * (width - len(r)) for r in links]
+    wts = [[float(x) for x in w] + [0.0] * (width - len(w)) for w in weights]
+    cols = (rows, wts, [width] * n, [1.0] * n, [float(c) for c in caps],
+            [float(c) for c in capacity], list(fcfs), any(fcfs), [False] * nres, [0.0] * n,
+            [0.0] * nres)
+    if not arrays:
+        return cols
+    return tuple(np.array(x) if isinstance(x, list) else x for x in cols)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(max_row=5), st.data())
+def test_an_index_reused_after_classes_left_gives_the_rates_of_a_new_one(inst, data):
+    """Solving again with the same ``gen`` after some classes left ``act`` reuses the fills'
+    index (``_prune``): bit-equal to building it anew, in both forms."""
+    links, capacity, caps, weights = inst
+    fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
+    later = sorted(data.draw(st.sets(st.integers(0, len(links) - 1))))
+    forms = [(maxmin._rates, False)]
+    if maxmin.compiled() is not None:
+        forms.append((maxmin.compiled(), True))
+    for fn, arrays in forms:
+        p = _problem(links, capacity, caps, weights, fcfs, arrays)
+        act = np.arange(len(links)) if arrays else list(range(len(links)))
+        s = maxmin.scratch(len(capacity), len(links), arrays=arrays)
+        err, s = maxmin.solve(fn, (act, *p, 3), s, arrays)
+        act = np.array(later, dtype=np.int64) if arrays else later
+        err, s = maxmin.solve(fn, (act, *p, 3), s, arrays)        # reused
+        reused = (list(p[9]), list(p[10]))
+        err2, _ = maxmin.solve(fn, (act, *p, -1), maxmin.scratch(len(capacity), len(links),
+                                                                 arrays=arrays), arrays)
+        assert err == err2
+        if not err:
+            assert [reused[0][c] for c in later] == [list(p[9])[c] for c in later]
+            assert reused[1] == list(p[10])
+
+
+def _small_vs_full(links, capacity, caps, weights):
+    p = _problem(links, capacity, caps, weights, [False] * len(capacity), False)
+    act = list(range(len(links)))
+    err, _ = maxmin.solve(maxmin._rates, (act, *p, -1),
+                          maxmin.scratch(len(capacity), len(links)), False)
+    rows, wts, ccap, res_cap = p[0], p[1], p[4], p[5]
+    rate, res_rate = [0.0] * len(links), [0.0] * len(capacity)
+    err2 = maxmin.small_rates(act, rows, wts, ccap, res_cap, rate, res_rate)
+    assert err == err2
+    if not err:
+        assert rate == p[9]                 # bit-equal
+        assert res_rate == p[10]
+
+
+@settings(max_examples=300, deadline=None)
+@given(instances(max_row=4))
+def test_small_rates_bit_equal_to_the_fill(inst):
+    """``small_rates`` (a few classes, no index) gives ``_rates``'s rates to the bit."""
+    _small_vs_full(*inst)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_small_rates_bit_equal_to_the_fill_on_float_problems(seed):
+    rng = np.random.default_rng(seed)
+    nres = int(rng.integers(1, 5))
+    n = int(rng.integers(1, 9))
+    links = [sorted(rng.choice(nres, int(rng.integers(1, nres + 1)), replace=False).tolist())
+             for _ in range(n)]
+    weights = [rng.uniform(0.2, 3.0, len(r)).tolist() for r in links]
+    caps = [INF if rng.random() < 0.3 else float(rng.uniform(5.0, 120.0)) for _ in range(n)]
+    capacity = rng.uniform(20.0, 300.0, nres).tolist()
+    _small_vs_full(links, capacity, caps, weights)

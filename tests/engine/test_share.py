@@ -243,3 +243,138 @@ def test_compiled_share_gives_the_same_times(seed):
     b = _random_run(True, seed)
     assert a[0] == b[0]
     assert a[1] == pytest.approx(b[1], rel=1e-12)
+
+
+def _shared_class_run(as_group: bool, compiled: bool, seed: int):
+    """Transfers on a few resource sets, so that many share a class, started at fixed times
+    either as groups (each with a repeated row: its members join keyed classes, placed in
+    order with single starts) or one by one; returns every transfer's served time and the
+    bytes served per resource."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env, batch_window_ns=float(rng.choice([0.0, 3.0])))
+    res = share.add_resources([f"r{i}" for i in range(4)], rng.integers(5, 50, 4))
+    hbm = share.add_resource("hbm", 40.0, "fcfs")
+    if compiled:
+        share.compile_now()
+        if not share.compiled:
+            pytest.skip("numba is not installed")
+    pool = [(int(res[0]), hbm), (int(res[1]), int(res[2])), (int(res[3]), int(res[0]))]
+    served = {}
+
+    def src(i):
+        for k in range(5):
+            yield env.timeout(float(rng.integers(0, 30)))
+            m = int(rng.integers(2, 6))
+            rows = [pool[j] for j in rng.integers(0, len(pool), m)]
+            sizes = rng.integers(10, 300, m).astype(float)
+            w = rng.uniform(0.5, 2.0, (m, 2))
+            caps = rng.choice([30.0, float("inf")], m)
+            rows[1], caps[1] = rows[0], caps[0]     # a repeat: the group's classes are keyed
+            if as_group:
+                g = share.start_group(sizes, rows, w, caps, 1.0)
+                g.callbacks.append(lambda _e, g=g, i=i, k=k: served.update(
+                    {(i, k, j): t for j, t in enumerate(g.served_ns.tolist())}))
+            else:
+                for j in range(m):
+                    tr = share.start(sizes[j], rows[j], tuple(w[j]), caps[j], 1.0)
+                    tr.callbacks.append(lambda _e, tr=tr, key=(i, k, j): served.update(
+                        {key: tr.served_ns}))
+            tr = share.start(float(rng.integers(10, 300)), pool[i % len(pool)], (1.0, 1.5))
+            tr.callbacks.append(lambda _e, tr=tr, key=(i, k, "x"): served.update({key: tr.served_ns}))
+
+    for i in range(3):
+        env.process(src(i))
+    env.run()
+    share.sync()
+    return served, share.bytes_by_resource.tolist()
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6, 7])
+def test_group_members_in_shared_classes_are_served_as_single_transfers(seed):
+    """A group's members with the same resources and cap join one class as arrays; they are
+    served exactly as the same transfers started one by one (bit for bit, both forms)."""
+    for compiled in (False, True):
+        a = _shared_class_run(True, compiled, seed)
+        b = _shared_class_run(False, compiled, seed)
+        assert a == b
+
+
+def _pipes_run(seed: int, fast: bool):
+    """Pipes issuing chains of copies over a few resources (as a chip's pipes against its
+    L2 and HBM): each copy starts when the pipe's previous one is served, some after a
+    gap; the load moves between uncontended and contended. Returns the served times, the
+    share and how many solves it ran."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env)
+    share.fast_path = fast
+    nres = int(rng.integers(2, 5))
+    res = share.add_resources([f"r{i}" for i in range(nres)], rng.uniform(50.0, 200.0, nres))
+    served = {}
+    npipes = int(rng.integers(3, 12))
+
+    def issue(p, k):
+        if k == 12:
+            return
+        m = int(rng.integers(1, nres + 1))
+        rs = tuple(sorted(rng.choice(res, m, replace=False).tolist()))
+        ws = tuple(rng.choice([1.0, 0.5, 2.0], m).tolist())
+        cap = float(rng.choice([10.0, 25.0, 40.0, 80.0]))
+        size = float(rng.uniform(100.0, 5000.0))
+        gap = float(rng.choice([0.0, 0.0, 50.0, 400.0]))
+
+        def go(_e=None):
+            if k % 3 == 2:                      # an event transfer
+                ev = share.start(size, rs, ws, cap=cap)
+                ev.callbacks.append(lambda _e: (served.__setitem__((p, k), env.now),
+                                                issue(p, k + 1)))
+            else:
+                share.start_cb(size, rs, ws, cap,
+                               lambda t, a: (served.__setitem__(a, t), issue(a[0], a[1] + 1)),
+                               (p, k))
+        if gap:
+            env.timeout(gap).callbacks.append(go)
+        else:
+            go()
+
+    for p in range(npipes):
+        issue(p, 0)
+    env.run()
+    return served, share
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_uncontended_fast_path_gives_the_solver_times(seed):
+    """The fast path (no solve while every transfer runs at its cap) gives the completion
+    times of solving at every start and end, to 1e-9 relative, with the same bytes served."""
+    fast, sf = _pipes_run(seed, True)
+    full, sl = _pipes_run(seed, False)
+    assert fast.keys() == full.keys()
+    for key, t in full.items():
+        assert fast[key] == pytest.approx(t, rel=1e-9, abs=1e-9), key
+    assert sf.bytes_by_resource == pytest.approx(sl.bytes_by_resource, rel=1e-9)
+    assert sf.busy_ns == pytest.approx(sl.busy_ns, rel=1e-9)
+    assert sf.recomputes <= sl.recomputes
+
+
+def test_fast_path_is_used_and_left_when_a_start_contends():
+    env = simpy.Environment()
+    share = Share(env)
+    link = share.add_resource("link", 10.0)
+    times = {}
+    _start(env, share, times, "a", 100.0, (link,), cap=4.0)      # 4 of 10: uncontended
+    env.run(until=1.0)
+    assert share._fast
+    _start(env, share, times, "b", 100.0, (link,), cap=4.0)      # 8 of 10: still
+    env.run(until=2.0)
+    assert share._fast
+    _start(env, share, times, "c", 100.0, (link,), cap=4.0)      # 12 of 10: contended
+    env.run()
+    # a has 92 B left at t = 2, b 96: all three at 10/3 B/ns until a ends, then b and c
+    # at 4 (8 of 10: uncontended again)
+    t_a = 2.0 + 92.0 / (10.0 / 3)
+    assert times["a"] == pytest.approx(t_a, rel=1e-12)
+    assert times["b"] == pytest.approx(t_a + 4.0 / 4.0, rel=1e-12)
+    assert times["c"] == pytest.approx(t_a + 8.0 / 4.0, rel=1e-12)
+    assert share.bytes_by_resource[link] == pytest.approx(300.0)
