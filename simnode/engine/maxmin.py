@@ -22,6 +22,14 @@ chip's few transfer classes, one solve of a network) or compiled on numpy arrays
 code, same floating-point operations in the same order: identical results
 (tests/engine/test_maxmin.py checks bit equality).
 
+One exception, for speed: a single large solve while a run is still interpreted (say one
+all-to-all of 16 k classes, too few solves to repay numba) runs ``vector_rates``, the
+same filling in numpy: each step freezes every class whose cap is within reach and every
+resource at the lowest level at once, and updates only the frozen classes' incidences.
+Its sums run in another order, so it is NOT bit-identical to the sequential fill: it
+agrees with it to 1e-12 relative (tests/engine/test_maxmin.py, random problems with
+caps, multiplicities, FCFS and skipped resources). It is deterministic.
+
 Algorithm: per resource the fill level (remaining capacity / unfrozen demand); a heap
 of levels and a heap of caps; pop whichever is lower and freeze its classes at that
 level, taking their demand off the other resources they cross. Levels only rise as
@@ -659,6 +667,148 @@ class _Ones:
 _ONES = _Ones()
 
 
+# -- large problems, interpreted: numpy, resources at one level together -------------------------
+def vector_rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate,
+                 res_rate) -> int:
+    """``_rates`` (without the index or scratch) for a large problem given as Python lists,
+    with numpy: the same progressive filling and the same two fills for FCFS resources,
+    but each step freezes at once every class whose cap is within reach (``REL_TOL``) and
+    every resource whose fill level equals the lowest, and updates only the frozen classes'
+    incidences (sums by ``np.bincount``). Not bit-identical to the sequential fill (its
+    sums run in another order): equal to it up to floating-point rounding
+    (tests/engine/test_maxmin.py: 1e-12 relative on random problems). Rows hold their
+    resources first, then -1 pads only (as ``Share`` and ``max_min`` make them). Returns
+    0, or 1 if a class is bounded by nothing."""
+    import numpy as np
+    from itertools import chain
+    from operator import itemgetter
+    n = len(act)
+    nres = len(res_cap)
+    get = itemgetter(*act) if n > 1 else (lambda lst: (lst[act[0]],) if n else ())
+    rows = get(links)
+    lens = np.fromiter(map(len, rows), np.int64, n)
+    total = int(lens.sum())
+    res = np.fromiter(chain.from_iterable(rows), np.int64, total)
+    w = np.fromiter(chain.from_iterable(get(wts)), float, total)
+    if w.shape[0] != total:
+        raise ValueError("one weight per resource of a row is needed")
+    cls = np.repeat(np.arange(n), lens)
+    pos = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
+    ok = res >= 0                           # -1 pads a row
+    cls, res, w, pos = cls[ok], res[ok], w[ok], pos[ok]
+    m = np.array(get(mult), dtype=float)
+    cp = np.array(get(ccap), dtype=float)
+    cap_r = np.array(res_cap, dtype=float)
+    skip_r = np.array(skip, dtype=np.bool_)
+    visit = pos < np.array(get(sw), dtype=np.int64)[cls]
+    dw = m[cls] * w
+    if not any_fcfs:
+        got = _vfill(n, cls, res, dw, cp, cap_r, visit & ~skip_r[res])
+        if got is None:
+            return 1
+    else:
+        fcfs_r = np.array(fcfs, dtype=np.bool_)
+        got = _vfill(n, cls, res, dw, cp, cap_r, visit & ~(fcfs_r | skip_r)[res])
+        if got is None:
+            return 1
+        sel = visit & fcfs_r[res]           # offered load on FCFS resources (``_load_fcfs``)
+        offered = np.bincount(res[sel], w[sel] * (m * got)[cls[sel]], nres)
+        over = fcfs_r & (offered > cap_r * (1.0 + REL_TOL))
+        if over.any():
+            factor = np.ones(nres)
+            factor[over] = cap_r[over] / offered[over]
+            f = np.ones(n)
+            np.minimum.at(f, cls, factor[res])
+            cap2 = np.where((f < 1.0) & (got * f < cp), got * f, cp)
+            got = _vfill(n, cls, res, dw, cap2, cap_r, visit & ~skip_r[res])
+            if got is None:
+                return 1
+    for c, x in zip(act, got.tolist()):
+        rate[c] = x
+    res_rate[:] = np.bincount(res, w * (m * got)[cls], nres).tolist()   # ``_load``
+    return 0
+
+
+def _vfill(n, cls, res, dw, cp, cap_r, keep):
+    """``_fill`` of ``vector_rates``: rates of classes 0..n-1 (incidences ``cls``, ``res``
+    with demand ``dw`` = mult x weight, grouped by class), caps ``cp``, resources
+    only the incidences ``keep`` filled (others: unlimited, skipped or past the row's
+    ``sw``); None if a class is bounded by nothing."""
+    import numpy as np
+    nres = cap_r.shape[0]
+    ic, ir, idw = cls[keep], res[keep], dw[keep]
+    rate = np.zeros(n)
+    frozen = np.zeros(n, dtype=np.bool_)
+    ninc = np.bincount(ic, minlength=n)
+    zero = ninc == 0
+    if np.isinf(cp[zero]).any():
+        return None
+    rate[zero] = cp[zero]
+    frozen[zero] = True
+    wsum = np.bincount(ir, idw, nres)
+    cnt = np.bincount(ir, minlength=nres)
+    if np.isfinite(cp).all():
+        lim = cnt > 0
+        if not (np.bincount(ir, idw * cp[ic], nres)[lim] > cap_r[lim]).any():
+            return cp.copy()                # every class at its cap: nothing fills
+    used = np.zeros(nres)
+    # resource -> its incidences (by resource, class order kept); class -> its incidences
+    by_res = np.argsort(ir, kind="stable")
+    rcls = ic[by_res]
+    rptr = np.zeros(nres + 1, dtype=np.int64)
+    np.cumsum(cnt, out=rptr[1:])
+    cptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(ninc, out=cptr[1:])
+    capped = np.flatnonzero(~frozen & np.isfinite(cp))
+    capped = capped[np.argsort(cp[capped], kind="stable")]
+    cap_sorted = cp[capped]
+    ci = 0
+    left = n - int(zero.sum())
+    while left > 0:
+        live = cnt > 0
+        lev = np.full(nres, np.inf)
+        lev[live] = np.maximum(cap_r[live] - used[live], 0.0) / wsum[live]
+        lmin = lev.min() if nres else np.inf
+        j = int(np.searchsorted(cap_sorted, lmin * (1.0 + REL_TOL), side="right"))
+        if j > ci:                          # caps within reach: frozen at their caps
+            cs = capped[ci:j]
+            ci = j
+            cs = cs[~frozen[cs]]
+            if cs.shape[0] == 0:
+                continue
+            x = cp[cs]
+        else:
+            if lmin == np.inf:
+                return None
+            full = np.flatnonzero(lev == lmin)
+            a, b = rptr[full], rptr[full + 1]
+            mark = np.zeros(n, dtype=np.bool_)     # (np.unique would import numpy.ma)
+            mark[rcls[_ranges(a, b)]] = True
+            cs = np.flatnonzero(mark & ~frozen)
+            x = np.full(cs.shape[0], lmin)
+        frozen[cs] = True
+        rate[cs] = x
+        left -= cs.shape[0]
+        inc = _ranges(cptr[cs], cptr[cs + 1])
+        r = ir[inc]
+        d = idw[inc]
+        used += np.bincount(r, d * np.repeat(x, ninc[cs]), nres)
+        wsum -= np.bincount(r, d, nres)
+        cnt -= np.bincount(r, minlength=nres)
+    return rate
+
+
+def _ranges(a, b):
+    """The indices of the ranges [a[i], b[i]) one after the other."""
+    import numpy as np
+    ln = b - a
+    tot = int(ln.sum())
+    if tot == 0:
+        return np.zeros(0, dtype=np.int64)
+    start = np.repeat(a - (np.cumsum(ln) - ln), ln)
+    return start + np.arange(tot)
+
+
 # -- scratch and the driver ------------------------------------------------------------------
 def scratch(nres: int, rows: int, slots: int = 0, blocks: int = 0, arrays: bool = False) -> tuple:
     """Scratch buffers of ``_rates`` (its arguments from ``unl`` on) for ``nres`` resources,
@@ -711,10 +861,12 @@ def compiled():
 
 
 # -- convenience for tests and one-off solves ---------------------------------------------------
-def max_min(links, capacity, cap=None, weights=None, mult=None, fcfs=None, use_compiled=False):
+def max_min(links, capacity, cap=None, weights=None, mult=None, fcfs=None, use_compiled=False,
+            skip=None, vector=False):
     """Rates (list) of the classes in ``links`` (rows of resource ids, -1 padded). ``cap``,
-    ``weights`` (like ``links``), ``mult`` (per class) and ``fcfs`` (per resource) default to
-    uncapped, 1, 1 and all False. ``use_compiled``: run the numba form (for tests)."""
+    ``weights`` (like ``links``), ``mult`` (per class), ``fcfs`` and ``skip`` (per
+    resource) default to uncapped, 1, 1, all False and all False. ``use_compiled``: run
+    the numba form; ``vector``: ``vector_rates`` (for tests)."""
     import numpy as np
     n = len(links)
     nres = len(capacity)
@@ -726,22 +878,36 @@ def max_min(links, capacity, cap=None, weights=None, mult=None, fcfs=None, use_c
     cap = [float(x) for x in cap] if cap is not None else [INF] * n
     fcfs = [bool(x) for x in fcfs] if fcfs is not None else [False] * nres
     res_cap = [float(x) for x in capacity]
-    if use_compiled:
+    skip = [bool(x) for x in skip] if skip is not None else [False] * nres
+    if any(skip):                           # skipped resources to the end of each row
+        rows = [tuple([r for r in row if r >= 0 and not skip[r]]
+                      + [r for r in row if r >= 0 and skip[r]] + [r for r in row if r < 0])
+                for row in rows]
+        wts = [tuple([w for r, w in zip(row, wr) if r >= 0 and not skip[r]]
+                     + [w for r, w in zip(row, wr) if r >= 0 and skip[r]]
+                     + [w for r, w in zip(row, wr) if r < 0])
+               for row, wr in zip([tuple(r) + (-1,) * (width - len(r)) for r in links], wts)]
+    sw = [sum(1 for r in row if r >= 0 and not skip[r]) for row in rows]
+    if vector:
+        rate = [0.0] * n
+        err = vector_rates(list(range(n)), rows, wts, sw, mult, cap, res_cap, fcfs, any(fcfs),
+                           skip, rate, [0.0] * nres)
+    elif use_compiled:
         fn = compiled()
         if fn is None:
             raise RuntimeError("numba is not installed")
         rate = np.zeros(n)
         problem = (np.arange(n, dtype=np.int64), np.array(rows, dtype=np.int64).reshape(n, width),
-                   np.array(wts, dtype=float).reshape(n, width), np.full(n, width, dtype=np.int64),
+                   np.array(wts, dtype=float).reshape(n, width), np.array(sw, dtype=np.int64),
                    np.array(mult), np.array(cap),
                    np.array(res_cap), np.array(fcfs, dtype=np.bool_), any(fcfs),
-                   np.zeros(nres, dtype=np.bool_), rate, np.zeros(nres), -1)
+                   np.array(skip, dtype=np.bool_), rate, np.zeros(nres), -1)
         err, _ = solve(fn, problem, scratch(nres, n, arrays=True), True)
         rate = rate.tolist()
     else:
         rate = [0.0] * n
-        problem = (list(range(n)), rows, wts, [width] * n, mult, cap, res_cap, fcfs, any(fcfs),
-                   [False] * nres, rate, [0.0] * nres, -1)
+        problem = (list(range(n)), rows, wts, sw, mult, cap, res_cap, fcfs, any(fcfs),
+                   skip, rate, [0.0] * nres, -1)
         err, _ = solve(_rates, problem, scratch(nres, n), False)
     if err:
         raise ValueError("unbounded rates: a class crosses no limited resource and has no cap")

@@ -39,7 +39,9 @@ Speed. A share begins with its classes in Python lists and runs the inner loops
 fastest form for a chip's few classes and for short runs. Once the solves of a run have
 touched more than ``COMPILE_AFTER`` class-resource incidences, it moves its classes into
 numpy arrays and runs the same loops compiled by numba (``simnode.engine.jit``); results
-are identical either way.
+are identical either way. Exception: an interpreted solve of at least ``VECTOR_SOLVE``
+incidences runs ``maxmin.vector_rates`` (numpy; equal to the sequential fill to 1e-12
+relative, not to the bit).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ COMPILE_MIN = 64
 #: at most this many active classes (interpreted, no FCFS resource): ``maxmin.small_rates``
 #: (same rates, no index to build)
 SMALL_SOLVE = 8
+#: interpreted solves of at least this many incidences run ``maxmin.vector_rates`` (numpy,
+#: resources at one fill level frozen together: equal to the sequential fill up to rounding)
+VECTOR_SOLVE = 20_000
 #: dtype of the class rows' resource ids once compiled: every solve streams them (half the
 #: bytes of int64)
 LINK = np.int32
@@ -1310,6 +1315,17 @@ class Share:
                 raise ValueError("unbounded rates: a transfer crosses no limited resource and "
                                  "has no cap (a first-come-first-served resource does not bound "
                                  "its users by itself)")
+        elif not self.compiled and len(act) * self._width >= VECTOR_SOLVE:
+            # one large solve, interpreted: numpy (same rates up to rounding, maxmin)
+            if maxmin.vector_rates(act, self._links, self._w, self._sw, self._ones(), self._ccap,
+                                   self._cap, self._fcfs, self._any_fcfs, self._skip,
+                                   self._crate, self._rate):
+                raise ValueError("unbounded rates: a transfer crosses no limited resource and "
+                                 "has no cap (a first-come-first-served resource does not bound "
+                                 "its users by itself)")
+            self._work += len(act) * self._width
+            if self._work > COMPILE_AFTER:
+                self._compile()
         else:
             err, self._scratch = maxmin.solve(
                 self._solve_fn, (act, self._links, self._w, self._sw, self._ones(), self._ccap,

@@ -277,3 +277,64 @@ def test_small_rates_bit_equal_to_the_fill_on_float_problems(seed):
     caps = [INF if rng.random() < 0.3 else float(rng.uniform(5.0, 120.0)) for _ in range(n)]
     capacity = rng.uniform(20.0, 300.0, nres).tolist()
     _small_vs_full(links, capacity, caps, weights)
+
+
+# -- the numpy form for large interpreted solves (``vector_rates``): equal up to rounding ---------
+def _both(links, capacity, caps, weights, mult=None, fcfs=None, skip=None):
+    """(sequential rates, vector rates), or None if both find a class bounded by nothing."""
+    try:
+        a = max_min(links, capacity, caps, weights, mult, fcfs, skip=skip)
+    except ValueError:
+        with pytest.raises(ValueError):
+            max_min(links, capacity, caps, weights, mult, fcfs, skip=skip, vector=True)
+        return None
+    return a, max_min(links, capacity, caps, weights, mult, fcfs, skip=skip, vector=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(instances(max_row=5), st.data())
+def test_vector_form_matches_the_fill(inst, data):
+    """Integer problems (many exact ties between levels and caps), with FCFS and skipped
+    resources and multiplicities: the rates of the sequential fill to 1e-12."""
+    links, capacity, caps, weights = inst
+    nres = len(capacity)
+    fcfs = data.draw(st.lists(st.booleans(), min_size=nres, max_size=nres))
+    skip = data.draw(st.lists(st.booleans(), min_size=nres, max_size=nres))
+    mult = data.draw(st.lists(st.integers(1, 3), min_size=len(links), max_size=len(links)))
+    got = _both(links, capacity, caps, weights, mult, fcfs, skip)
+    if got is not None:
+        assert got[1] == pytest.approx(got[0], rel=1e-12, abs=0.0)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_vector_form_matches_the_fill_on_large_float_problems(seed):
+    rng = np.random.default_rng(1000 + seed)
+    nres = int(rng.integers(2, 40))
+    n = int(rng.integers(50, 400))
+    width = int(rng.integers(1, 8))
+    links, weights = [], []
+    for _ in range(n):
+        k = int(rng.integers(0, min(width, nres) + 1))
+        row = rng.choice(nres, k, replace=False).tolist()
+        links.append(row + [-1] * (width - k))          # padded rows
+        weights.append(rng.uniform(0.2, 3.0, k).tolist() + [0.0] * (width - k))
+    caps = [INF if rng.random() < 0.5 else float(rng.uniform(0.05, 20.0)) for _ in range(n)]
+    mult = rng.integers(1, 5, n).astype(float).tolist()
+    capacity = rng.uniform(5.0, 400.0, nres).tolist()
+    fcfs = (rng.random(nres) < 0.25).tolist() if seed % 2 else None
+    skip = (rng.random(nres) < 0.15).tolist() if seed % 3 == 0 else None
+    lim = [not ((fcfs and fcfs[r]) or (skip and skip[r])) for r in range(nres)]
+    caps = [c if c < INF or any(r >= 0 and lim[r] for r in row) else 7.5
+            for row, c in zip(links, caps)]
+    a, b = _both(links, capacity, caps, weights, mult, fcfs, skip)
+    assert b == pytest.approx(a, rel=1e-12, abs=0.0)
+
+
+def test_vector_form_on_symmetric_ties():
+    """Many resources at exactly one level (an all-to-all): frozen together, same rates."""
+    R = 16
+    links = [[s, R + d] for s in range(R) for d in range(R) if s != d]
+    caps = [INF] * len(links)
+    caps[3] = 1.0
+    a, b = _both(links, [100.0] * (2 * R), caps, [[1.0, 1.0]] * len(links))
+    assert b == pytest.approx(a, rel=1e-12, abs=0.0)

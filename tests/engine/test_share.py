@@ -378,3 +378,35 @@ def test_fast_path_is_used_and_left_when_a_start_contends():
     assert times["b"] == pytest.approx(t_a + 4.0 / 4.0, rel=1e-12)
     assert times["c"] == pytest.approx(t_a + 8.0 / 4.0, rel=1e-12)
     assert share.bytes_by_resource[link] == pytest.approx(300.0)
+
+
+def _all_to_all(ranks, seed):
+    """Served times of an all-to-all of groups over per-rank links and FCFS HBMs."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env)
+    up = share.add_resources([f"up{r}" for r in range(ranks)], rng.uniform(40, 60, ranks))
+    down = share.add_resources([f"down{r}" for r in range(ranks)], rng.uniform(40, 60, ranks))
+    hbm = share.add_resources([f"hbm{r}" for r in range(ranks)], [300.0] * ranks, "fcfs")
+    groups = []
+    for s in range(ranks):
+        dst = [d for d in range(ranks) if d != s]
+        rows = [(up[s], down[d], hbm[s], hbm[d]) for d in dst]
+        w = np.tile([1.0, 1.0, 1.0, 2.5], (len(dst), 1))
+        caps = rng.choice([2.0, float("inf")], len(dst))
+        groups.append(share.start_group(rng.uniform(100, 1000, len(dst)), rows, w, caps, 1.0))
+    env.run()
+    return np.concatenate([g.served_ns for g in groups]), share.recomputes
+
+
+def test_a_large_interpreted_solve_in_numpy_matches_the_sequential_fill(monkeypatch):
+    """An interpreted solve of at least ``VECTOR_SOLVE`` incidences runs in numpy
+    (``maxmin.vector_rates``): the same served times to 1e-12 as the sequential fill."""
+    from simnode.engine import share as share_mod
+    monkeypatch.setattr(share_mod, "COMPILE_AFTER", float("inf"))
+    monkeypatch.setattr(share_mod, "VECTOR_SOLVE", 1)
+    vec, n = _all_to_all(24, 1)
+    monkeypatch.setattr(share_mod, "VECTOR_SOLVE", float("inf"))
+    seq, m = _all_to_all(24, 1)
+    assert n == m and n > 2
+    assert vec == pytest.approx(seq, rel=1e-12, abs=0.0)
