@@ -28,9 +28,10 @@ from simnode.errors import ConfigError
 
 def parse_fit(spec: str) -> tuple[str, float, float]:
     """``KEY=LO:HI`` -> (key, lo, hi); errors name ``--fit``."""
-    key, raw = parse_assignment(spec, "--fit")
-    text = str(raw).strip() if not isinstance(raw, (int, float)) else ""
-    parts = text.split(":")
+    key, _ = parse_assignment(spec, "--fit")
+    # the raw text, not the YAML value: YAML 1.1 reads 200:400 as a base-60 number
+    raw = spec.partition("=")[2].strip()
+    parts = raw.split(":")
     if len(parts) != 2:
         raise ConfigError("--fit", key, raw, "LO:HI, the bounds of the fitted value (e.g. "
                           "topology.supernode.urma_wqe_ns_per_peer=0:0.5)")
@@ -128,7 +129,7 @@ def free_params(problem: Problem, specs: list[str]) -> list:
     for spec in specs:
         key, lo, hi = parse_fit(spec)
         if key in seen:
-            raise ConfigError("--fit", key, spec, "each key once")
+            raise ConfigError("--fit", key, spec.partition("=")[2], "each key once")
         seen.add(key)
         for c in problem.cases:
             workload = str(resolve(c.workload, c.file))
@@ -138,13 +139,13 @@ def free_params(problem: Problem, specs: list[str]) -> list:
                                 list(problem.sets) + list(c.sets) + [assignment_text(key, v)])
                 except ConfigError as exc:
                     if _set_key(exc.key_path, [key]) is not None:
-                        raise ConfigError("--fit", key, spec, f"bounds the run accepts (at {v:g}, "
+                        raise ConfigError("--fit", key, spec.partition("=")[2], f"bounds the run accepts (at {v:g}, "
                                           f"{c.where}: expected {exc.expected})", exc.hint) from None
                     raise in_entry(exc, c.where, c.key_path("set"), c.sets, problem.sets) from None
         c = problem.cases[0]
         integer = not _accepts_fraction(problem, c, str(resolve(c.workload, c.file)), key, lo, hi)
         if integer and not (float(lo).is_integer() and float(hi).is_integer()):
-            raise ConfigError("--fit", key, spec, "integer bounds: the key takes integers")
+            raise ConfigError("--fit", key, spec.partition("=")[2], "integer bounds: the key takes integers")
         out.append(Free(key, lo, hi, integer))
     if not out:
         raise ConfigError("--fit", "", "<none>", "at least one --fit KEY=LO:HI")
