@@ -72,6 +72,7 @@ class Problem:
     user_sets: tuple = ()              #: of which the user's own --set
     jobs: int = 0
     runs: int = 0                      #: simulations run so far
+    verbose: bool = False              #: a line on stderr per batch of points (long fits)
 
     @property
     def tolerances(self) -> np.ndarray:
@@ -103,6 +104,11 @@ class Problem:
                                       + ", ".join(_numeric(out)))
                 row.append((float(out[c.metric]) - c.published) / c.published)
             rows.append(np.array(row))
+        if self.verbose:
+            import sys
+            for p, r in zip(points, rows):
+                print(f"calibrate: {', '.join(f'{f.key}={v:g}' for f, v in zip(self.free, p))}: "
+                      f"errors {', '.join(f'{100 * x:+.2f}%' for x in r)}", file=sys.stderr, flush=True)
         return rows
 
     def current(self, key: str):

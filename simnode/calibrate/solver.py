@@ -10,9 +10,14 @@ caller decides how (``simnode.calibrate.cases`` runs every point's cases in para
   squared relative errors inside the bounds (Levenberg-Marquardt with forward
   differences on the continuous parameters, a golden-section search over each integer
   one with the others re-fitted at every probe), then, per parameter, its *profile
-  interval*: the values over which, with the other parameters re-fitted, every case
-  stays within its tolerance (``max |error| / tolerance <= 1``). A parameter the cases
-  do not pin down has an interval as wide as its bounds.
+  interval*: the values over which, the other parameters free to move, every case stays
+  within its tolerance (``max |error| / tolerance <= 1``). A parameter the cases do not pin
+  down has an interval as wide as its bounds. Each end is found on the model linearized
+  at the fit (a small linear program: how far can this parameter go, the others moving
+  along, before a case leaves its tolerance?) and then checked by a run; where the run
+  disagrees, bisection on the segment from the fit finds the last point within every
+  tolerance, so a reported end is one the model was run at. (A profile that re-fitted the
+  others at every probe would cost a fit per probe: hours at EP128.)
 
 Every search is a generator that yields a list of points and receives their residuals,
 so independent searches (the two ends of every interval, the two probes of a golden
@@ -39,8 +44,8 @@ DIFF_STEP = 0.01
 X_TOL = 1e-5
 #: most Levenberg-Marquardt iterations of one fit
 MAX_ITER = 40
-#: an interval end is located to this fraction of the range (integers: to 1)
-PROFILE_TOL = 0.002
+#: an interval end's bisection stops at this fraction of the segment from the fit
+PROFILE_TOL = 0.01
 #: values an integer search scans across the bounds before it narrows down
 SCAN_POINTS = 9
 #: sums of squares this close (relative) tie: the smaller parameter value wins
@@ -271,35 +276,76 @@ def _mixed(free: tuple, theta: tuple, fixed: frozenset):
     return best
 
 
-def _edge(free: tuple, best: Point, fixed: frozenset, k: int, direction: int, tolerances):
-    """The far end, from the best value of parameter k toward its bound in ``direction``,
-    of the values that keep every case within tolerance (the others re-fitted)."""
+def _jacobian(free: tuple, best: Point):
+    """Forward differences of the residuals at ``best`` in bounds-scaled units (one probe per
+    parameter, a whole integer step for an integer one)."""
+    probes, steps = [], []
+    for j, p in enumerate(free):
+        u = p.to_u(best.values[j])
+        h = DIFF_STEP if u + DIFF_STEP <= 1.0 else -DIFF_STEP
+        if p.integer and p.span > 0:
+            h = max(abs(h), 1.0 / p.span) * (1 if h > 0 else -1)
+        moved = list(best.values)
+        moved[j] = p.from_u(u + h)
+        probes.append(tuple(moved))
+        steps.append(p.to_u(moved[j]) - u)
+    rs = yield probes
+    return np.stack([(r - best.residuals) / h if h else np.zeros_like(r) for r, h in zip(rs, steps)],
+                    axis=1)
+
+
+def linear_extent(J: np.ndarray, r0: np.ndarray, tol: np.ndarray, u0: np.ndarray, k: int,
+                  direction: int) -> np.ndarray | None:
+    """The step x (bounds-scaled) that moves parameter k farthest in ``direction`` while the
+    linearized residuals r0 + J x stay within +-tol and u0 + x within [0, 1]: a small linear
+    program, solved by enumerating the vertices of its polytope (few parameters and cases).
+    None if no step is feasible."""
+    import itertools
+    n = J.shape[1]
+    A = np.vstack([J, -J, np.eye(n), -np.eye(n)])
+    b = np.concatenate([tol - r0, tol + r0, 1.0 - u0, u0])
+    if np.all(b >= -1e-12):
+        best_x, best_v = np.zeros(n), 0.0
+    else:
+        best_x, best_v = None, -np.inf
+    for rows in itertools.combinations(range(len(b)), n):
+        M = A[list(rows)]
+        if abs(np.linalg.det(M)) < 1e-12:
+            continue
+        x = np.linalg.solve(M, b[list(rows)])
+        if np.all(A @ x <= b + 1e-9) and direction * x[k] > best_v + 1e-15:
+            best_x, best_v = x, direction * x[k]
+    return best_x
+
+
+def _edge(free: tuple, best: Point, J: np.ndarray, k: int, direction: int, tolerances):
+    """The far end, from the best value of parameter k toward ``direction``, of the values
+    that keep every case within tolerance with the others moved along: the linear program's
+    end (``linear_extent``), checked by a run; where the run leaves a tolerance, the last
+    point within them on the segment from the best point, by bisection. Returns
+    (value, reached the bound)."""
     p = free[k]
-    bound = p.hi if direction > 0 else p.lo
-    inside = best.values[k]
+    u0 = np.array([q.to_u(v) for q, v in zip(free, best.values)])
+    x = linear_extent(J, best.residuals, tolerances, u0, k, direction)
+    if x is None:
+        return None, False
 
-    def at(v):
-        t = list(best.values)
-        t[k] = v
-        return _mixed(free, tuple(t), fixed | {k})
+    def at(t: float) -> tuple:
+        return tuple(q.from_u(u + t * dx) for q, u, dx in zip(free, u0, x))
 
-    if bound == inside:
-        return bound, True
-    (edge,) = yield from together([at(bound)])
-    if worst(edge.residuals, tolerances) <= 1:
-        return bound, True
-    outside = bound
-    tol = 1 if p.integer else PROFILE_TOL * p.span
-    while abs(outside - inside) > tol:
-        mid = p.clip((inside + outside) / 2)
-        if mid in (inside, outside):
-            break
-        (pt,) = yield from together([at(mid)])
-        if worst(pt.residuals, tolerances) <= 1:
+    (r,) = yield [at(1.0)]
+    if worst(r, tolerances) <= 1:
+        end = at(1.0)[k]
+        return end, end == (p.hi if direction > 0 else p.lo)
+    inside, outside = 0.0, 1.0
+    while outside - inside > PROFILE_TOL and at(outside)[k] != at(inside)[k]:
+        mid = (inside + outside) / 2
+        (r,) = yield [at(mid)]
+        if worst(r, tolerances) <= 1:
             inside = mid
         else:
             outside = mid
-    return inside, False
+    return at(inside)[k], False
 
 
 def _search(free: tuple, start: tuple, tolerances, profile: bool):
@@ -308,7 +354,8 @@ def _search(free: tuple, start: tuple, tolerances, profile: bool):
         return best, [], []
     if worst(best.residuals, tolerances) > 1:
         return best, [None] * len(free), [(False, False)] * len(free)
-    ends = yield from together([_edge(free, best, frozenset(), k, d, tolerances)
+    J = yield from _jacobian(free, best)
+    ends = yield from together([_edge(free, best, J, k, d, tolerances)
                                 for k in range(len(free)) for d in (-1, 1)])
     intervals = [(ends[2 * k][0], ends[2 * k + 1][0]) for k in range(len(free))]
     at_bound = [(ends[2 * k][1], ends[2 * k + 1][1]) for k in range(len(free))]

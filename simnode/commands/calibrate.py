@@ -50,6 +50,8 @@ def register(subparsers) -> None:
     p.add_argument("--date", default=None, metavar="YYYY-MM-DD",
                    help="the date recorded (default: SOURCE_DATE_EPOCH if set, else today, UTC)")
     p.add_argument("--json", action="store_true", help="print the fit as one JSON object")
+    p.add_argument("--verbose", action="store_true",
+                   help="print every evaluated point and its errors on stderr (long fits)")
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -107,7 +109,7 @@ def cmd_calibrate(args) -> int:
             check_applies(o, args.topology, str(resolve(c.workload, c.file)), c.sets)
     pre = tuple(s for o in overlays for s in o.sets())
     problem = Problem(args.topology, cases, sets=pre + tuple(args.sets), user_sets=tuple(args.sets),
-                      jobs=args.jobs)
+                      jobs=args.jobs, verbose=args.verbose)
     problem.free = free_params(problem, args.fits)
     start = []
     for p in problem.free:
