@@ -46,6 +46,8 @@ X_TOL = 1e-5
 MAX_ITER = 40
 #: an interval end's bisection stops at this fraction of the segment from the fit
 PROFILE_TOL = 0.01
+#: where (fractions of the bounds) a fit tries a value that moves no figure at its start
+FLAT_SCAN = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: values an integer search scans across the bounds before it narrows down
 SCAN_POINTS = 9
 #: sums of squares this close (relative) tie: the smaller parameter value wins
@@ -167,6 +169,7 @@ def _lm(free: tuple, theta: tuple, fixed: frozenset):
     (r,) = yield [theta]
     best = Point(theta, r)
     lam = 1e-3
+    scanned = False
     for _ in range(MAX_ITER):
         if not dims or best.sse < 1e-24:
             break
@@ -181,6 +184,24 @@ def _lm(free: tuple, theta: tuple, fixed: frozenset):
         rs = yield probes
         J = np.stack([(rk - best.residuals) / h if h else np.zeros_like(rk)
                       for rk, h in zip(rs, steps)], axis=1)
+        flat = [k for k in range(len(dims)) if not np.any(J[:, k])]
+        if flat and not scanned:
+            # a value that moves no figure here may still matter elsewhere in its bounds (a
+            # resource that binds only past some value): try it across them, once
+            scanned = True
+            tries = []
+            for k in flat:
+                for q in FLAT_SCAN:
+                    moved = list(best.values)
+                    moved[dims[k]] = free[dims[k]].from_u(q)
+                    if tuple(moved) != best.values:
+                        tries.append(tuple(moved))
+            rts = yield tries
+            cands = [Point(t, rt) for t, rt in zip(tries, rts)]
+            pick = min(range(len(cands)), key=lambda i: (cands[i].sse, i), default=None)
+            if pick is not None and cands[pick].sse < best.sse:
+                best = cands[pick]
+                continue
         A, g = J.T @ J, J.T @ best.residuals
         damp = np.maximum(np.diag(A), 1e-12)
         trials, lams = [], (lam, 10 * lam)

@@ -85,3 +85,11 @@ def test_independent_searches_hand_their_points_over_together():
 
 def test_worst_is_the_largest_error_over_tolerance():
     assert worst(np.array([0.01, -0.06]), np.array([0.02, 0.03])) == pytest.approx(2.0)
+
+
+def test_a_value_that_binds_only_past_a_threshold_is_found():
+    # the figure moves only once a > 6 (a resource that binds late): flat at the start
+    def ev(points):
+        return [np.array([max(p[0], 6.0) / 8.0 - 1.0]) for p in points]
+    f = fit([Free("a", 0, 10)], [2.0], ev, [0.05])
+    assert f.best.values[0] == pytest.approx(8.0, rel=1e-3)
