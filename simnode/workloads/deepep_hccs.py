@@ -79,10 +79,6 @@ def _topology_for(topology, params, source: str = "workload"):
     if params["tokens_per_rank"] * ranks > MAX_TOKENS:
         raise ConfigError(source, "tokens_per_rank", params["tokens_per_rank"],
                           f"at most {MAX_TOKENS:,} tokens over all {ranks} ranks")
-    if params["peer_cache_entries"] and not (params["read_miss_ns"] or params["write_miss_ns"]):
-        raise ConfigError(source, "peer_cache_entries", params["peer_cache_entries"],
-                          "0 unless read_miss_ns or write_miss_ns is set (a cache without a miss "
-                          "cost changes nothing)")
     _check_routing(params, ranks, source)
     return topology
 

@@ -78,9 +78,9 @@ def test_same_inputs_same_result(repo_root):
     assert run(repo_root, "batch_window_ns=2000") == run(repo_root, "batch_window_ns=2000")
 
 
-def test_a_cache_without_a_miss_cost_is_an_error(cli, user_error, repo_root):
-    user_error(cli("run", repo_root / TOPO, repo_root / WORK, "--set", "peer_cache_entries=8"),
-               "peer_cache_entries = 8", "read_miss_ns or write_miss_ns")
+def test_a_negative_access_cost_is_an_error(cli, user_error, repo_root):
+    user_error(cli("run", repo_root / TOPO, repo_root / WORK, "--set", "remote_read_ns=-1"),
+               "remote_read_ns = -1", "a number >= 0")
 
 
 def test_ranks_that_do_not_divide_the_experts(cli, user_error, repo_root):
