@@ -46,7 +46,8 @@ X_TOL = 1e-5
 MAX_ITER = 40
 #: an interval end's bisection stops at this fraction of the segment from the fit
 PROFILE_TOL = 0.01
-#: where (fractions of the bounds) a fit tries a value that moves no figure at its start
+#: where (fractions of the bounds) a fit first tries each continuous value (``_prescan``),
+#: and tries again a value that moves no figure at a later start
 FLAT_SCAN = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: values an integer search scans across the bounds before it narrows down
 SCAN_POINTS = 9
@@ -369,8 +370,32 @@ def _edge(free: tuple, best: Point, J: np.ndarray, k: int, direction: int, toler
     return at(inside)[k], False
 
 
+def _prescan(free: tuple, theta: tuple):
+    """Each continuous value in turn tried across its bounds (``FLAT_SCAN``), the others
+    held, keeping the best: a value whose resource binds only past some point (a copy
+    engine hidden behind the links until its cost grows) has no slope to follow at the
+    start, and a fit from there would never move it."""
+    (r,) = yield [theta]
+    best = Point(theta, r)
+    for j, p in enumerate(free):
+        if p.integer or p.span <= 0:
+            continue
+        tries = []
+        for q in FLAT_SCAN:
+            moved = list(best.values)
+            moved[j] = p.from_u(q)
+            if tuple(moved) != best.values:
+                tries.append(tuple(moved))
+        rts = yield tries
+        for t, rt in zip(tries, rts):
+            if Point(t, rt).sse < best.sse:
+                best = Point(t, rt)
+    return best
+
+
 def _search(free: tuple, start: tuple, tolerances, profile: bool):
-    best = yield from _mixed(free, start, frozenset())
+    seed = yield from _prescan(free, start)
+    best = yield from _mixed(free, seed.values, frozenset())
     if not profile:
         return best, [], []
     if worst(best.residuals, tolerances) > 1:

@@ -93,3 +93,16 @@ def test_a_value_that_binds_only_past_a_threshold_is_found():
         return [np.array([max(p[0], 6.0) / 8.0 - 1.0]) for p in points]
     f = fit([Free("a", 0, 10)], [2.0], ev, [0.05])
     assert f.best.values[0] == pytest.approx(8.0, rel=1e-3)
+
+
+def test_a_value_with_a_misleading_slope_at_the_start_is_still_found():
+    # below 6 the value barely moves the figure (and the wrong way for the fit); past it, a
+    # resource binds: the first try across the bounds finds the region
+    def ev(points):
+        out = []
+        for (a,) in points:
+            y = 0.9 + 0.0005 * a if a < 6 else 0.903 + (a - 6) * 0.05
+            out.append(np.array([y - 1.0]))
+        return out
+    f = fit([Free("a", 0, 10)], [0.0], ev, [0.05])
+    assert f.best.values[0] == pytest.approx(7.94, rel=1e-3)
