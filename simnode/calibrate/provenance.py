@@ -50,3 +50,19 @@ def same(recorded, used) -> bool:
 def fits_of(cases: list, key: str) -> list:
     """Cases (``simnode.validate.Case``) whose ``fit:`` records a value of ``key``."""
     return [c for c in cases if key in c.fit_values]
+
+
+def calibrated_by(key: str, value, cases=(), overlays=()) -> str:
+    """Where ``value`` of ``key`` (a --set key) was fitted, or "" if it is no recorded fit:
+    an overlay in use that sets it, else the cases of a cases file whose ``fit:`` records
+    this value (``simnode describe``)."""
+    for o in overlays:
+        if key in o.values and same(o.values[key], value):
+            return o.describe()
+    hits = [c for c in cases if key in c.fit_values and same(c.fit_values[key], value)]
+    if not hits:
+        return ""
+    why = "; ".join(dict.fromkeys(c.fit_why for c in hits if c.fit_why))
+    where = hits[0].file or "the cases file"
+    return (f"calibrated on {', '.join(c.id for c in hits)} ({where}, fit:"
+            + (f" {why})" if why else ")"))

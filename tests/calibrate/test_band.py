@@ -17,3 +17,4 @@ def test_band_rows_take_the_extremes_and_keep_each_overlay():
 def test_a_figure_one_overlay_lacks_is_left_out():
     rows = band_rows([{"x": 1}], ["f"], {(0, "a"): {"f": 1.0}, (0, "b"): {}}, ["a", "b"])
     assert rows[0].figures == {}
+
