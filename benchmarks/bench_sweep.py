@@ -1,5 +1,5 @@
 """Sweep speed-up: DeepEP at the published configuration over num_ranks = 8..128, run by
-``simnode.sweep.run_sweep`` on 1 and on 2 worker processes (and, with ``--dask``, on a
+``simnode.commands.sweep.run_sweep`` on 1 and on 2 worker processes (and, with ``--dask``, on a
 2-process dask LocalCluster). Checks that every executor returns identical results
 (the whole result dict, link time series included) and prints each wall time and the
 speed-up ratio 1-process wall / N-process wall (issue 5: faster on 2 than on 1).
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from simnode.sweep import run_sweep
+from simnode.commands.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = ROOT / "topologies" / "atlas950-supernode.yaml"
@@ -26,9 +26,8 @@ WORKLOAD = ROOT / "workloads" / "deepep-normal.yaml"       # the published confi
 
 def timed_sweep(ranks: list[int], **executor) -> tuple[float, list]:
     start_s = time.perf_counter()
-    rows = run_sweep(str(TOPOLOGY), str(WORKLOAD), {"num_ranks": ranks}, [], name="deepep-normal",
-                     progress=False, **executor)
-    return time.perf_counter() - start_s, [(point, r.to_dict()) for point, r in rows]
+    rows = run_sweep(str(TOPOLOGY), str(WORKLOAD), {"num_ranks": ranks}, [], progress=False, **executor)
+    return time.perf_counter() - start_s, [(point, r.to_dict()) for point, _, r in rows]
 
 
 def main(argv: list[str] | None = None) -> int:

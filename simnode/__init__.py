@@ -1,10 +1,12 @@
 """simnode: a cycle-approximate discrete-event simulator of an Ascend 950-class supernode.
 
-Layers (see the design document): ``config`` (YAML -> frozen specs), ``engine``
-(SimPy environment helpers, bandwidth sharing, tracing), ``hardware`` (AI-core pipes,
-L2/HBM), ``network`` (Clos topology, flow model), ``kernels`` (schedule generators),
-``moe`` (routing, dispatch, combine), ``workloads`` (workload kinds), ``report``
-(result records and printing) and ``cli``.
+Layers, bottom up (design document; ``tests/test_layers.py`` keeps every import
+downward): ``config`` (parameters declared once, the chip's and supernode's schemas),
+``engine`` (bandwidth sharing, tracing) and ``instr`` (instruction records, schedules),
+``hardware`` (AI-core pipes, L2/HBM) and ``network`` (Clos and mesh, flows), ``kernels``,
+``tile`` and ``moe`` (schedule generators, the tile language, routing, dispatch and
+combine), ``report`` (the result shape, tables, plots), ``workloads`` (workload kinds, a
+run parsed once) and ``commands`` with ``cli``.
 """
 
 __version__ = "0.1.0"

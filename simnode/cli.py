@@ -1,215 +1,43 @@
-"""Simulate an Ascend 950-class supernode: run, sweep, validate, schedule, report, regress.
+"""Simulate an Ascend 950-class supernode: ``simnode COMMAND ...``.
 
-``simnode run TOPOLOGY WORKLOAD [--set KEY=VALUE ...] [--json] [--trace FILE]``
-runs one workload and prints its result as a table (or one JSON object).
-``simnode sweep TOPOLOGY WORKLOAD --param FIELD=V1,V2 ...`` runs the grid in parallel
-processes and prints a table (``--json``: a list of result objects).
-``--out DIR`` (run and sweep) also writes the output folder of ``simnode.outdir``.
-``simnode validate`` runs every published case and prints model vs published (exit 1
-if any case leaves its tolerance; ``--json``: one object with a row per case).
-``simnode schedule TOPOLOGY WORKLOAD [--core N]`` prints the instruction lists a
-chip workload would run, without running them.
-``simnode report DIR`` and ``simnode regress`` live in ``simnode/commands/``.
+Every command is a module of ``simnode.commands`` (run, sweep, validate, schedule, describe,
+report, regress; ``simnode COMMAND --help``), found there, not listed here. This module
+builds the parser and turns what goes wrong into what a user should see:
 
-User mistakes (bad files, keys, values, impossible schedules) print one paragraph
-naming what is wrong and exit 2, without a traceback.
+- user mistakes (bad files, keys, values, impossible schedules; ``SimnodeError``) and
+  usage errors print one line naming what is wrong and exit 2, without a traceback;
+- Ctrl-C prints one line and exits 130 (the executor has stopped any workers);
+- a write the file system refuses (a full disk) is one line, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
-import json
+import os
 import sys
 
-import importlib
-
-from simnode.commands import jobs_count
 from simnode.errors import SimnodeError
 
-#: further subcommands, one module each in simnode/commands/: ``register(subparsers)`` adds
-#: a parser whose ``func`` default runs it (returns the exit code)
-PLUGIN_COMMANDS: tuple[str, ...] = ("report", "regress")
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130      # 128 + SIGINT, as shells report it
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("topology", help="topology YAML (topologies/...)")
-    p.add_argument("workload", help="workload YAML (workloads/...)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a workload field (m=128) or a topology field "
-                        "(topology.chip.memory.hbm_bandwidth_GBps=5000); repeatable")
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error is one line (the command's --help has the rest)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USER_ERROR, f"simnode: error: {self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="simnode", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run one workload and print its result")
-    _add_common(run)
-    run.add_argument("--json", action="store_true", help="print one JSON object")
-    run.add_argument("--out", metavar="DIR", help="write result.json, config.json (simnode.outdir)")
-    run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file (gzip-compressed if FILE "
-                          "ends in .gz; Perfetto opens both)")
-    run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
-                     help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
-    run.add_argument("--seed", type=int, default=None,
-                     help="random seed: the same as --set seed=N, for kinds with a seed field")
-    sweep = sub.add_parser("sweep", help="run a grid of --param values in parallel")
-    _add_common(sweep)
-    sweep.add_argument("--param", dest="params", action="append", default=[],
-                       metavar="FIELD=V1,V2,...", help="a swept field (as --set); repeatable: "
-                       "the grid is their cartesian product")
-    sweep.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
-    sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
-    sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ (simnode.outdir)")
-    sweep.add_argument("--executor", default="local", help="local (worker processes) or dask")
-    sweep.add_argument("--address", metavar="HOST:PORT", help="dask scheduler (default: a local cluster)")
-    val = sub.add_parser("validate", help="compare the model with every published figure")
-    val.add_argument("--cases", default=None, metavar="FILE",
-                     help="validation file (default: validation/published.yaml of this checkout)")
-    val.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                     help="an override applied to every case (e.g. a what-if on the hardware)")
-    val.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
-    val.add_argument("--only", action="append", default=[], metavar="PATTERN",
-                     help="run only cases whose id matches this glob (deepep-*); repeatable")
-    val.add_argument("--json", action="store_true",
-                     help="print one JSON object (a row per case, then the summary); same exit code")
-    sched = sub.add_parser("schedule", help="print a chip workload's schedule without running it")
-    _add_common(sched)
-    sched.add_argument("--core", type=int, default=0, help="which core to list (default: 0)")
-    sched.add_argument("--max-per-pipe", type=int, default=20, help="records shown per pipe")
-    run.set_defaults(func=cmd_run)
-    sweep.set_defaults(func=cmd_sweep)
-    val.set_defaults(func=cmd_validate)
-    sched.set_defaults(func=cmd_schedule)
-    for name in PLUGIN_COMMANDS:
-        importlib.import_module(f"simnode.commands.{name}").register(sub)
+    from simnode.commands import command_modules
+    parser = _Parser(prog="simnode", description="Simulate an Ascend 950-class supernode: its chips' "
+                     "pipes, L2, HBM and the network that joins them, on one clock.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for module in command_modules():
+        module.register(sub)
     return parser
-
-
-def cmd_run(args) -> int:
-    from simnode.report.result import format_table, to_json
-    from simnode.workloads.loader import load_inputs
-    from simnode.workloads.registry import RunOptions
-    from simnode.outdir import check_out_dir, split_series, write_run
-    sets = list(args.sets)
-    inputs = load_inputs(args.topology, args.workload, sets)
-    if args.seed is not None:
-        if "seed" not in {f.name for f in inputs.kind.fields}:
-            from simnode.errors import ConfigError
-            raise ConfigError("--seed", "seed", args.seed,
-                              f"a workload kind with a seed field ('{inputs.kind.name}' has none)")
-        sets.append(f"seed={args.seed}")
-        inputs = load_inputs(args.topology, args.workload, sets)
-    if args.trace_scope and args.trace is None:
-        from simnode.errors import ConfigError
-        raise ConfigError("--trace-scope", "trace-scope", args.trace_scope[0],
-                          "--trace FILE as well (the scope narrows a trace, and none was asked for)")
-    if args.trace is not None:
-        _check_output_path(args.trace, "--trace")
-    if args.out is not None:
-        check_out_dir(args.out, "run")
-    opts = RunOptions(args.trace, args.trace_scope, progress=True)
-    result = inputs.run(opts, name=_name(args.workload))
-    shown, _ = split_series(result)        # link time series go to --out only
-    print(to_json(shown) if args.json else format_table(shown))
-    if args.out is not None:
-        write_run(args.out, result, args.topology, args.workload, sets)
-    if args.trace is not None:
-        _warn_if_heavy(args.trace)
-    return 0
-
-
-# The Perfetto UI runs in the browser's memory: plain JSON traces of several hundred MB
-# load slowly or not at all (google/perfetto issue 99: a 900 MB trace crashed the UI).
-HEAVY_TRACE_BYTES = 256 * 2**20
-
-
-def _warn_if_heavy(path) -> None:
-    """A note on stderr when a plain trace is large enough to strain a trace viewer."""
-    import os
-    size = os.path.getsize(path)
-    if size > HEAVY_TRACE_BYTES and not str(path).endswith(".gz"):
-        print(f"simnode: note: trace {path} is {size / 2**20:.0f} MiB; name it *.json.gz to "
-              f"compress it (~17x) or narrow it with --trace-scope 'core00.*'", file=sys.stderr)
-
-
-def cmd_sweep(args) -> int:
-    import json
-
-    from simnode.outdir import check_out_dir, split_series, write_sweep
-    from simnode.sweep import format_sweep, parse_params, run_sweep
-    params = parse_params(args.params)
-    if args.out is not None:
-        check_out_dir(args.out, "sweep")
-    rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
-                     name=_name(args.workload), executor=args.executor, address=args.address)
-    if args.out is not None:
-        write_sweep(args.out, rows, params, args.topology, args.workload, args.sets)
-    if args.json:
-        print(json.dumps([{"point": p, **split_series(r)[0].to_dict()} for p, r in rows], indent=2))
-    else:
-        print(format_sweep(rows))
-    return 0
-
-
-def cmd_validate(args) -> int:
-    from simnode.regress import select
-    from simnode.validate import cases_json, cases_path, format_cases, load_cases, run_cases
-    cases = select(load_cases(cases_path(args.cases)), args.only)
-    rows = run_cases(cases, sets=args.sets, jobs=args.jobs)
-    print(json.dumps(cases_json(rows), indent=2) if args.json else format_cases(rows))
-    return 0 if all(r.ok for r in rows) else 1
-
-
-def cmd_schedule(args) -> int:
-    from simnode.errors import ConfigError
-    from simnode.kernels.schedule import format_core
-    from simnode.workloads.loader import load_inputs
-    inputs = load_inputs(args.topology, args.workload, args.sets)
-    if inputs.kind.build is None:
-        raise ConfigError(args.workload, "kind", inputs.kind.name,
-                          "a chip workload kind with a single schedule")
-    _, sched = inputs.build()
-    sched.check(inputs.topology.chip)      # reject what `run` would reject (buffer overflow ...)
-    if not 0 <= args.core < len(sched.cores):
-        raise ConfigError("--core", "core", args.core, f"0..{len(sched.cores) - 1}")
-    print(f"# {sched.meta}")
-    print(format_core(sched, args.core, args.max_per_pipe))
-    return 0
-
-
-def _check_output_path(path: str, option: str) -> None:
-    """Reject an output file whose folder does not exist before running, not with a traceback after."""
-    from pathlib import Path
-    from simnode.errors import ConfigError
-    if not str(path).strip():
-        raise ConfigError(option, option.lstrip("-"), path, "a file path (it is empty)")
-    p = Path(path)
-    folder = p.parent
-    if not folder.is_dir():
-        raise ConfigError(option, option.lstrip("-"), path,
-                          f"a file in an existing folder ({folder} is not one)")
-    if p.is_dir():
-        raise ConfigError(option, option.lstrip("-"), path, "a file path (this is a folder)")
-    import os
-    # can it be written? Probe only what a probe cannot disturb: an existing regular file is
-    # opened for append (nothing written), a new one needs a writable folder; a pipe, a device
-    # or a symlink is left to the run (opening a pipe would hand its reader an end of file)
-    if p.is_file() and not p.is_symlink():
-        try:
-            with open(p, "ab"):
-                pass
-        except OSError as exc:
-            raise ConfigError(option, option.lstrip("-"), path,
-                              f"a file simnode can write ({exc.strerror})") from None
-    elif not p.exists() and not p.is_symlink() and not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(option, option.lstrip("-"), path,
-                          f"a file in a folder simnode can write to ({folder} is not one)")
-
-
-def _name(path: str) -> str:
-    from pathlib import Path
-    return Path(path).stem
 
 
 #: what a file system says when an output cannot be written
@@ -218,17 +46,18 @@ _FILE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPE
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
+    except KeyboardInterrupt:
+        print("simnode: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except SimnodeError as exc:
         print(f"simnode: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
     except BrokenPipeError:
         # the reader went away (`simnode schedule ... | head`): not an error of ours; point
         # stdout at devnull so the interpreter's final flush does not raise again
-        import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:
@@ -240,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         print(f"simnode: error: could not write the output{where}: {exc.strerror or exc}.",
               file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from simnode.kernels import isa
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr import isa
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 from simnode.workloads import registry
 from simnode.workloads.chiprun import run_schedule
 

@@ -1,6 +1,7 @@
-"""``simnode run/sweep --out DIR``: the folder layout of ``simnode.outdir`` (which the HTML
-report reads), the CSV columns, DeepEP's link time series kept out of the printed
-result, the downsampling of that series, the TTY-only progress bar, and --out errors."""
+"""``simnode run/sweep --out DIR``: the folder layout of ``simnode.commands.outdir`` (which the HTML
+report reads: the typed result, its series apart, the resolved configuration), the CSV
+columns of the flat view, DeepEP's link time series kept out of the printed result, the
+downsampling of that series, the TTY-only progress bar, and --out errors."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from simnode.outdir import flatten
+from simnode.commands.outdir import flatten
 from simnode.progress import Progress
+from simnode.report.result import from_record
 from simnode.workloads.supernode import link_util
 
 SMALL = ["--set", "m=256", "--set", "n=512", "--set", "k=1024"]
@@ -31,9 +33,11 @@ def test_run_out_writes_result_and_config(cli, repo_root, topology_path, gemm_wo
               "--set", "topology.chip.memory.hbm_bandwidth_GBps=5000", "--out", out)
     assert res.code == 0 and res.err == ""
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "result.json"]
-    assert _load(out / "result.json") == json.loads(res.out)
+    assert from_record(_load(out / "result.json")).to_dict() == json.loads(res.out)
     config = _load(out / "config.json")
-    assert set(config) == {"topology", "workload", "sets", "params", "topology_resolved"}
+    assert set(config) == {"topology", "workload", "sets", "params", "topology_resolved", "origins"}
+    assert config["origins"]["chip.memory.hbm_bandwidth_GBps"] == "--set"
+    assert config["origins"]["workload.swizzle_rows"] == "default"
     assert config["topology"] == str(topology_path) and config["workload"] == str(gemm_workload_path)
     assert config["sets"] == ["m=256", "n=512", "k=1024", "topology.chip.memory.hbm_bandwidth_GBps=5000"]
     assert (config["params"]["m"], config["params"]["n"], config["params"]["k"]) == (256, 512, 1024)
@@ -57,7 +61,7 @@ def test_sweep_out_layout_and_csv(cli, topology_path, gemm_workload_path, tmp_pa
     for entry, row in zip(index["points"], results):
         folder = out / entry["dir"]
         assert sorted(p.name for p in folder.iterdir()) == ["config.json", "result.json"]
-        assert {"point": entry["point"], **_load(folder / "result.json")} == row
+        assert {"point": entry["point"], **from_record(_load(folder / "result.json")).to_dict()} == row
         config = _load(folder / "config.json")
         assert config["sets"] == ["n=512", "k=1024", f"m={entry['point']['m']}",
                                   f"dtype={entry['point']['dtype']}"]
@@ -76,25 +80,28 @@ def test_sweep_out_layout_and_csv(cli, topology_path, gemm_workload_path, tmp_pa
         assert float(row["pipe_busy_frac.aic.m"]) == full["pipe_busy_frac"]["aic.m"]
 
 
-def test_deepep_link_series_goes_to_network_util_json(cli, repo_root, tmp_path):
+def test_deepep_link_series_go_to_series_json(cli, repo_root, tmp_path):
     out = tmp_path / "ep"
     args = ("run", repo_root / SUPERNODE, repo_root / DEEPEP, "--set", "num_ranks=4",
             "--set", "tokens_per_rank=512")
     table = cli(*args, "--out", out)
     assert table.code == 0 and "link_util" not in table.out and "bin_edges" not in table.out
     result = _load(out / "result.json")
-    assert not any(k.endswith("_link_util") for k in result)
-    util = _load(out / "network_util.json")
-    assert set(util) == {"dispatch", "combine"}
-    for series in util.values():
-        edges = series["bin_edges_ns"]
+    assert [k["name"] for k in result["kernels"]] == ["dispatch", "combine"]
+    series = _load(out / "series.json")
+    assert [(s["name"], s["kernel"]) for s in series] == [
+        ("link_util", "dispatch"), ("chip_util", "dispatch"), ("link_util", "combine"), ("chip_util", "combine")]
+    for s in series:
+        edges = s["bin_edges_ns"]
+        assert s["unit"] == "fraction"
         assert 2 <= len(edges) <= 65 and edges == sorted(edges) and edges[0] == 0.0
-        assert series["links"] and all("->" in name and "." not in name for name in series["links"])
-        for fracs in series["links"].values():
+        if s["name"] == "link_util":
+            assert s["rows"] and all("->" in name and "." not in name for name in s["rows"])
+        for fracs in s["rows"].values():
             assert len(fracs) == len(edges) - 1 and all(0 <= x <= 1.0001 for x in fracs)
-    assert max(max(v) for v in util["dispatch"]["links"].values()) > 0.5
+    assert max(max(v) for v in series[0]["rows"].values()) > 0.5
     js = cli(*args, "--json")
-    assert not any(k.endswith("_link_util") for k in json.loads(js.out))
+    assert not any("link_util" in k or "bin_edges" in k for k in json.loads(js.out))
 
 
 def test_link_util_averages_adjacent_bins_down_to_max_bins():

@@ -15,7 +15,7 @@ import yaml
 
 from simnode.config.overrides import parse_assignment
 from simnode.errors import ConfigError
-from simnode.regress import Scenario, load_scenarios
+from simnode.commands.baselines import Scenario, load_scenarios
 
 
 def _scenario(sid: str, **over) -> dict:
@@ -89,7 +89,7 @@ def test_update_writes_nothing_when_a_later_scenario_fails(cli, user_error, fold
     f = folder(_scenario("a-good"), _scenario("b-bad", set={"k": 1024}, tolerance={"makespan_nz": 0.1}))
     res = cli("regress", "--baselines", f, "--update", "--jobs", "1")
     user_error(res, f"{f / 'scenarios.yaml'}, scenario 'b-bad'",
-               "scenarios[1].tolerance.makespan_nz = '<not in the result>'", "makespan_ns, flops",
+               "scenarios[1].tolerance.makespan_nz = '<not in the result>'", "makespan_ns, bottleneck, bottleneck_util_frac, roofline_ns, flops",
                "Did you mean 'makespan_ns'?", nothing_ran=True)
     assert list(f.glob("*.json")) == [] and list(f.glob("*.tmp")) == []
 
@@ -131,7 +131,7 @@ def test_an_empty_baselines_option_is_an_error_and_writes_nothing(cli, user_erro
 def test_figures_for_an_unknown_kind_are_an_error(cli, user_error, folder):
     f = folder(figures={"gemm": {"makespan_ns": 0.01}, "gemmz": {"tflops": 0.01}})
     user_error(cli("regress", "--baselines", f), "scenarios.yaml", "figures.gemmz = 'gemmz'",
-               "workload kind: one of deepep, gemm", "Did you mean 'gemm'?", nothing_ran=True)
+               "workload kind: one of deepep, deepep_hccs, gemm", "Did you mean 'gemm'?", nothing_ran=True)
 
 
 def test_a_bad_set_entry_names_the_scenario(cli, user_error, folder):
@@ -186,7 +186,7 @@ def test_scenario_sets_read_back_as_the_same_values():
 def test_a_failed_write_leaves_every_old_baseline_as_it_was(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from simnode.regress import write_baselines
+    from simnode.commands.baselines import write_baselines
     (tmp_path / "a.json").write_text("old a\n")
     real, calls = Path.write_text, []
 

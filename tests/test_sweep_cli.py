@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from simnode.sweep import grid, parse_params
+from simnode.commands.sweep import grid, parse_params
 
 
 @pytest.fixture

@@ -9,18 +9,16 @@ import sys
 
 import pytest
 
-from simnode import sweep
-from simnode.sweep import run_sweep
+from simnode.commands import executor
+from simnode.commands.sweep import run_sweep
 
 SUPERNODE = "topologies/atlas950-supernode.yaml"
 DEEPEP = "workloads/deepep-normal.yaml"
 PARAMS = {"num_ranks": [2, 4]}
 SETS = ["tokens_per_rank=512"]
-NAME = "deepep-normal"          # what the CLI names results: the workload file's stem
-
-
 def _dicts(rows) -> list:
-    return [(point, r.to_dict()) for point, r in rows]
+    """Each point's flat result with its series (what must match across executors)."""
+    return [(point, {**r.to_dict(), "series": [s.to_record() for s in r.series]}) for point, _, r in rows]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +28,7 @@ def inputs(repo_root):
 
 @pytest.fixture(scope="module")
 def serial(inputs):
-    return _dicts(run_sweep(*inputs, PARAMS, SETS, jobs=1, name=NAME))
+    return _dicts(run_sweep(*inputs, PARAMS, SETS, jobs=1))
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +41,14 @@ def cluster():
 
 def test_two_processes_match_one(inputs, serial):
     assert [p for p, _ in serial] == [{"num_ranks": 2}, {"num_ranks": 4}]
-    assert serial[1][1]["num_ranks"] == 4 and "dispatch_link_util" in serial[1][1]
-    assert _dicts(run_sweep(*inputs, PARAMS, SETS, jobs=2, name=NAME)) == serial
+    assert serial[1][1]["num_ranks"] == 4 and serial[1][1]["series"][0]["name"] == "link_util"
+    assert serial[1][1]["workload"] == "deepep-normal"     # named after the workload file
+    assert _dicts(run_sweep(*inputs, PARAMS, SETS, jobs=2)) == serial
 
 
 def test_dask_cluster_matches_local(inputs, serial, cluster):
     rows = run_sweep(*inputs, PARAMS, SETS, executor="dask",
-                     address=cluster.scheduler_address, name=NAME)
+                     address=cluster.scheduler_address)
     assert _dicts(rows) == serial
 
 
@@ -59,7 +58,7 @@ def test_cli_dask_address_matches_local(cli, inputs, serial, cluster):
     assert res.code == 0, res.err
     got = json.loads(res.out)
     assert [d.pop("point") for d in got] == [p for p, _ in serial]
-    assert got == [{k: v for k, v in d.items() if not k.endswith("_link_util")} for _, d in serial]
+    assert got == [{k: v for k, v in d.items() if k != "series"} for _, d in serial]
 
 
 def test_dask_without_address_starts_a_local_cluster(repo_root, topology_path):
@@ -106,7 +105,7 @@ def test_dask_not_installed_is_a_clear_error(cli, inputs, monkeypatch):
 
 def test_unreachable_scheduler_is_a_clear_error(cli, inputs, monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr(sweep, "DASK_CONNECT_TIMEOUT", "1s")
+    monkeypatch.setattr(executor, "DASK_CONNECT_TIMEOUT", "1s")
     res = cli("sweep", *inputs, "--param", "num_ranks=2", "--executor", "dask",
               "--address", "tcp://127.0.0.1:9")
     assert res.code == 2 and "--address tcp://127.0.0.1:9: no dask scheduler answered" in res.err, res.err

@@ -12,7 +12,7 @@ import yaml
 
 from simnode.config.overrides import parse_assignment
 from simnode.errors import ConfigError
-from simnode.validate import REPO_ROOT, cases_path, load_cases
+from simnode.commands.validate import REPO_ROOT, cases_path, load_cases
 
 SMALL = {"m": 256, "n": 512, "k": 1024}
 
@@ -41,7 +41,7 @@ def test_a_metric_that_is_not_a_number_names_the_case(cli, user_error, cases_fil
     path = cases_file(_case(metric=metric))
     res = cli("validate", "--cases", path, "--jobs", "1")
     user_error(res, f"{path}, case 'g1'", f"cases[0].metric = '{metric}'",
-               f"'{metric}' is {kind}, not a number", "makespan_ns, flops, tflops", nothing_ran=True)
+               f"'{metric}' is {kind}, not a number", "makespan_ns, bottleneck_util_frac, roofline_ns, flops, tflops", nothing_ran=True)
 
 
 def test_an_unknown_metric_names_the_cases_file_and_case(cli, user_error, cases_file):

@@ -1,12 +1,13 @@
 """The measured cases of a calibration and the runs that evaluate a point.
 
 ``parse_fit("KEY=LO:HI")`` -> ``Free`` (``--fit``); ``calibration_cases(topology, cases,
-patterns)``: the cases of a validation-format file (``simnode.validate.load_cases``) that
-a fit uses, each checked to run on ``topology``; ``Problem`` holds what a fit needs (the
-topology, the cases, the free parameters with their kind, the fixed ``--set`` and
-overlay assignments) and ``Problem.evaluate(points)`` runs every case at every point, all
-at once through the worker pool (``simnode.parallel.run_all``: each distinct run once),
-and returns each point's relative errors ``(model - measured) / measured``.
+patterns)``: the cases of a validation-format file (``simnode.commands.validate.load_cases``)
+that a fit uses, each checked to run on ``topology``; ``Problem`` holds what a fit needs (the
+topology, the cases, the free parameters with their kind, the fixed ``--set`` assignments
+and overlays) and ``Problem.evaluate(points)`` parses every case at every point into a
+``RunSpec`` and runs them all at once through the one executor
+(``simnode.commands.executor.execute``: each distinct run once, in worker processes), and
+returns each point's relative errors ``(model - measured) / measured``.
 
 A free key is checked before anything runs: its bounds must load (``--set KEY=LO`` and
 ``KEY=HI`` are valid for every case), and a key the loader reads as an integer is fitted
@@ -50,8 +51,8 @@ def parse_fit(spec: str) -> tuple[str, float, float]:
 def calibration_cases(topology, cases: list, patterns=()) -> list:
     """The cases a fit uses: those matching ``patterns`` (all if none); each must run on
     ``topology`` (a fit's values belong to one topology)."""
-    from simnode.regress import select
-    from simnode.validate import resolve
+    from simnode.commands.baselines import select
+    from simnode.commands.validate import resolve
     chosen = select(cases, list(patterns))
     target = Path(topology).resolve()
     for c in chosen:
@@ -66,10 +67,11 @@ def calibration_cases(topology, cases: list, patterns=()) -> list:
 class Problem:
     """A calibration problem; see the module docstring."""
     topology: str
-    cases: list                        #: simnode.validate.Case records
+    cases: list                        #: simnode.commands.validate.Case records
     free: list = field(default_factory=list)   #: Free records
-    sets: tuple = ()                   #: --set assignments for every case (overlays', then the user's)
-    user_sets: tuple = ()              #: of which the user's own --set
+    sets: tuple = ()                   #: the user's --set assignments, for every case
+    user_sets: tuple = ()              #: the same (kept for the overlay's record)
+    overlays: tuple = ()               #: Overlay records applied beneath the fit
     jobs: int = 0
     runs: int = 0                      #: simulations run so far
     verbose: bool = False              #: a line on stderr per batch of points (long fits)
@@ -78,26 +80,33 @@ class Problem:
     def tolerances(self) -> np.ndarray:
         return np.array([c.tolerance for c in self.cases], dtype=float)
 
-    def _task(self, case, values: tuple):
-        from simnode.validate import resolve
-        free_sets = tuple(assignment_text(p.key, _typed(p, v)) for p, v in zip(self.free, values))
+    def load(self, case, extra=()):
+        """The case's ``RunSpec`` with the fixed sets, the overlays and ``extra`` assignments."""
+        from simnode.commands.validate import resolve
+        from simnode.workloads.loader import load_inputs
         workload = str(resolve(case.workload, case.file))
-        return (str(Path(self.topology)), workload, tuple(self.sets) + tuple(case.sets) + free_sets)
+        return load_inputs(str(Path(self.topology)), workload,
+                           list(self.sets) + list(case.sets) + list(extra), overlays=self.overlays)
+
+    def _task(self, case, values: tuple):
+        free_sets = [assignment_text(p.key, _typed(p, v)) for p, v in zip(self.free, values)]
+        return self.load(case, free_sets)
 
     def evaluate(self, points: list) -> list:
         """Relative errors of every case at each point (a point: one value per free key)."""
-        from simnode.parallel import run_all
-        from simnode.validate import _numeric
-        tasks = [self._task(c, p) for p in points for c in self.cases]
+        from simnode.commands.executor import execute
+        from simnode.commands.validate import _numeric
+        specs = [self._task(c, p) for p in points for c in self.cases]
         labels = [c.where for _ in points for c in self.cases]
-        outs = run_all(tasks, self.jobs, labels)
-        self.runs += len(set(tasks))
+        results = execute(specs, self.jobs, labels=labels, title="calibrate",
+                          progress=False if self.verbose else None)
+        self.runs += len({s.key for s in specs})
         n = len(self.cases)
         rows = []
         for i in range(len(points)):
             row = []
-            for c, task in zip(self.cases, tasks[i * n:(i + 1) * n]):
-                out = outs[task]
+            for c, result in zip(self.cases, results[i * n:(i + 1) * n]):
+                out = result.to_dict()
                 if c.metric not in _numeric(out):
                     raise ConfigError(c.where, c.key_path("metric"), c.metric,
                                       "a numeric field of the run's JSON result: "
@@ -114,12 +123,7 @@ class Problem:
     def current(self, key: str):
         """The value of ``key`` the first case runs with (the fit's start, before clipping)."""
         from simnode.calibrate.provenance import value_in_use
-        from simnode.validate import resolve
-        from simnode.workloads.loader import load_inputs
-        c = self.cases[0]
-        inputs = load_inputs(self.topology, str(resolve(c.workload, c.file)),
-                             list(self.sets) + list(c.sets))
-        return value_in_use(inputs, key)
+        return value_in_use(self.load(self.cases[0]), key)
 
 
 def _typed(p: Free, v: float):
@@ -129,8 +133,7 @@ def _typed(p: Free, v: float):
 def free_params(problem: Problem, specs: list[str]) -> list:
     """The ``--fit`` specs as ``Free`` records, each key checked against every case at both
     bounds; an integer key (as the loader reads it) is fitted over integers."""
-    from simnode.validate import _set_key, in_entry, resolve
-    from simnode.workloads.loader import load_inputs
+    from simnode.commands.validate import _set_key, in_entry
     out, seen = [], set()
     for spec in specs:
         key, lo, hi = parse_fit(spec)
@@ -138,18 +141,17 @@ def free_params(problem: Problem, specs: list[str]) -> list:
             raise ConfigError("--fit", key, spec.partition("=")[2], "each key once")
         seen.add(key)
         for c in problem.cases:
-            workload = str(resolve(c.workload, c.file))
             for v in (lo, hi):
                 try:
-                    load_inputs(problem.topology, workload,
-                                list(problem.sets) + list(c.sets) + [assignment_text(key, v)])
+                    problem.load(c, [assignment_text(key, v)])
                 except ConfigError as exc:
                     if _set_key(exc.key_path, [key]) is not None:
                         raise ConfigError("--fit", key, spec.partition("=")[2], f"bounds the run accepts (at {v:g}, "
                                           f"{c.where}: expected {exc.expected})", exc.hint) from None
+                    if any(exc.source == o.path for o in problem.overlays):
+                        raise
                     raise in_entry(exc, c.where, c.key_path("set"), c.sets, problem.sets) from None
-        c = problem.cases[0]
-        integer = not _accepts_fraction(problem, c, str(resolve(c.workload, c.file)), key, lo, hi)
+        integer = not _accepts_fraction(problem, problem.cases[0], key, lo, hi)
         if integer and not (float(lo).is_integer() and float(hi).is_integer()):
             raise ConfigError("--fit", key, spec.partition("=")[2], "integer bounds: the key takes integers")
         out.append(Free(key, lo, hi, integer))
@@ -158,15 +160,13 @@ def free_params(problem: Problem, specs: list[str]) -> list:
     return out
 
 
-def _accepts_fraction(problem: Problem, case, workload: str, key: str, lo: float, hi: float) -> bool:
+def _accepts_fraction(problem: Problem, case, key: str, lo: float, hi: float) -> bool:
     """Whether ``key`` accepts a non-integer value between the bounds (False: an integer key)."""
-    from simnode.workloads.loader import load_inputs
     mid = lo + (hi - lo) / 2
     if float(mid).is_integer():
         mid += 0.25 if mid + 0.25 <= hi else -0.25
     try:
-        load_inputs(problem.topology, workload, list(problem.sets) + list(case.sets)
-                    + [assignment_text(key, mid)])
+        problem.load(case, [assignment_text(key, mid)])
     except ConfigError as exc:
         if exc.expected.startswith("an integer"):
             return False

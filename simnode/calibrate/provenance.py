@@ -4,7 +4,7 @@ Two records say that a value was fitted rather than sourced:
 
 - a validation case's ``fit:`` (``validation/published.yaml``): a constant of a shipped
   topology or workload set on that one case (``fit: {values: {KEY: VALUE}, why: TEXT}``);
-- a calibration overlay (``simnode.calibrate.overlay``): values fitted by ``simnode
+- a calibration overlay (``simnode.config.overlay``): values fitted by ``simnode
   calibrate`` on the cases it lists.
 
 ``value_in_use(inputs, key)`` reads the value a loaded run has for a ``--set`` key
@@ -48,7 +48,7 @@ def same(recorded, used) -> bool:
 
 
 def fits_of(cases: list, key: str) -> list:
-    """Cases (``simnode.validate.Case``) whose ``fit:`` records a value of ``key``."""
+    """Cases (``simnode.commands.validate.Case``) whose ``fit:`` records a value of ``key``."""
     return [c for c in cases if key in c.fit_values]
 
 

@@ -7,7 +7,7 @@ overrides, a metric, a measured value, a tolerance); ``--only PATTERN`` picks it
 fit minimizes the sum of squared relative errors inside the bounds, then finds each
 value's profile interval (``simnode.calibrate.solver``); points run in parallel
 (``--jobs``). It prints the fitted values, their intervals and every case's residual, and
-with ``-o`` writes an overlay (``simnode.calibrate.overlay``) recording the values, the
+with ``-o`` writes an overlay (``simnode.config.overlay``) recording the values, the
 cases, the residuals, the intervals, the date and the simnode version. ``--set`` and
 ``--topology-overlay`` apply to every case during the fit (and are recorded). The same
 inputs give the same overlay, byte for byte (``--date`` or SOURCE_DATE_EPOCH fixes the date).
@@ -24,6 +24,7 @@ from pathlib import Path
 from simnode.commands import jobs_count
 from simnode.errors import ConfigError
 
+ORDER = 35
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -77,7 +78,7 @@ def _date(option: str | None) -> str:
 
 def _as_written(path) -> str:
     """A path as an overlay records it: relative to the repository root when inside it."""
-    from simnode.validate import REPO_ROOT
+    from simnode.commands.validate import REPO_ROOT
     p = Path(path).resolve()
     try:
         return str(p.relative_to(REPO_ROOT))
@@ -88,28 +89,28 @@ def _as_written(path) -> str:
 def cmd_calibrate(args) -> int:
     from simnode import __version__
     from simnode.calibrate.cases import Problem, calibration_cases, free_params
-    from simnode.calibrate.overlay import check_applies, dump_overlay, load_overlay
     from simnode.calibrate.report import fit_record, format_fit
     from simnode.calibrate.solver import fit
-    from simnode.cli import _check_output_path
+    from simnode.commands.run import check_output_path
+    from simnode.commands.validate import cases_path, load_cases
+    from simnode.config.overlay import dump_overlay, load_overlay
     from simnode.config.overrides import parse_assignment
-    from simnode.validate import cases_path, load_cases, resolve
+    from simnode.workloads.loader import check_overlays
 
     date = _date(args.date)
     if args.output is not None:
-        _check_output_path(args.output, "--output")
+        check_output_path(args.output, "--output")
     if not str(args.topology).strip() or not Path(args.topology).is_file():
         raise ConfigError("the TOPOLOGY argument", "", str(args.topology), "an existing topology YAML file")
     for s in args.sets:
         parse_assignment(s)
     cases = calibration_cases(args.topology, load_cases(cases_path(args.cases)), args.only)
-    overlays = [load_overlay(o) for o in args.overlays]
-    for o in overlays:
-        for c in cases:
-            check_applies(o, args.topology, str(resolve(c.workload, c.file)), c.sets)
-    pre = tuple(s for o in overlays for s in o.sets())
-    problem = Problem(args.topology, cases, sets=pre + tuple(args.sets), user_sets=tuple(args.sets),
-                      jobs=args.jobs, verbose=args.verbose)
+    overlays = tuple(load_overlay(o) for o in args.overlays)
+    check_overlays(overlays, args.topology)
+    problem = Problem(args.topology, cases, sets=tuple(args.sets), user_sets=tuple(args.sets),
+                      overlays=overlays, jobs=args.jobs, verbose=args.verbose)
+    for c in cases:
+        problem.load(c)                      # every case loads with the overlays, before any run
     problem.free = free_params(problem, args.fits)
     start = []
     for p in problem.free:

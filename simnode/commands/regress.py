@@ -22,6 +22,7 @@ from pathlib import Path
 from simnode.commands import jobs_count
 from simnode.errors import ConfigError
 
+ORDER = 70
 #: the baselines shipped with this checkout
 DEFAULT_BASELINES = Path(__file__).resolve().parents[2] / "traces" / "baselines"
 
@@ -65,12 +66,12 @@ def baselines_folder(option: str | None) -> Path:
 
 
 def cmd_regress(args) -> int:
-    from simnode.parallel import run_all
-    from simnode.regress import (SCENARIOS_FILE, StaleFigures, baseline_path, baseline_record,
-                                 check_figures, check_writable, compare, format_rows, load_baseline,
-                                 load_scenarios, resolve_figures, rows_json, select,
-                                 write_baselines)
-    from simnode.validate import in_entry
+    from simnode.commands.executor import execute
+    from simnode.commands.baselines import (SCENARIOS_FILE, StaleFigures, baseline_path,
+                                            baseline_record, check_figures, check_writable, compare,
+                                            format_rows, load_baseline, load_scenarios,
+                                            resolve_figures, rows_json, select, write_baselines)
+    from simnode.commands.validate import in_entry
     from simnode.workloads.loader import load_inputs
 
     if args.update and args.sets:
@@ -78,7 +79,7 @@ def cmd_regress(args) -> int:
                           "record the scenarios exactly as scenarios.yaml defines them")
     folder = baselines_folder(args.baselines)
     sfile = load_scenarios(folder / SCENARIOS_FILE)
-    plans = []                 # (scenario, kind, figures, baseline values, task), all checked before any run
+    plans = []                 # (scenario, kind, figures, baseline values, spec), all checked before any run
     stale = []                 # (plan, StaleFigures): checked against a run before advising --update
     for sc in select(sfile.scenarios, args.only):
         topology, workload = str(sfile.root / sc.topology), str(sfile.root / sc.workload)
@@ -97,22 +98,25 @@ def cmd_regress(args) -> int:
             try:
                 baseline = load_baseline(folder, sc, figures)
             except StaleFigures as exc:
-                stale.append(((sc, kind, figures, None, (topology, workload, sets)), exc))
-        plans.append((sc, kind, figures, baseline, (topology, workload, sets)))
+                stale.append(((sc, kind, figures, None, inputs), exc))
+        plans.append((sc, kind, figures, baseline, inputs))
+
+    def run(selected) -> list[dict]:
+        return [r.to_dict() for r in execute([plan[-1] for plan in selected], args.jobs,
+                                             labels=[sfile.where(plan[0]) for plan in selected],
+                                             title="regress")]
 
     if stale:
         # a figure the result lacks is the scenario file's mistake: --update would not help
-        results = run_all([plan[-1] for plan, _ in stale], args.jobs,
-                          [sfile.where(plan[0]) for plan, _ in stale])
-        for (sc, kind, figures, _, task), _ in stale:
-            check_figures(sfile, sc, kind, figures, results[task])
+        for ((sc, kind, figures, _, _), _), result in zip(stale, run([plan for plan, _ in stale])):
+            check_figures(sfile, sc, kind, figures, result)
         raise stale[0][1]
-    results = run_all([plan[-1] for plan in plans], args.jobs, [sfile.where(plan[0]) for plan in plans])
+    results = run(plans)
     if args.update:            # check every scenario before writing any file
-        records = [baseline_record(sfile, sc, kind, figures, results[task])
-                   for sc, kind, figures, _, task in plans]
-    rows = [row for sc, _, figures, baseline, task in plans
-            for row in compare(sc, figures, baseline, results[task])]
+        records = [baseline_record(sfile, sc, kind, figures, result)
+                   for (sc, kind, figures, _, _), result in zip(plans, results)]
+    rows = [row for (sc, _, figures, baseline, _), result in zip(plans, results)
+            for row in compare(sc, figures, baseline, result)]
     print(json.dumps(rows_json(rows), indent=2) if args.json else format_rows(rows))
     if args.update:
         write_baselines(folder, records)

@@ -1,11 +1,14 @@
 """``simnode report RESULT_DIR [-o FILE.html]``: one self-contained HTML page of a run or
 sweep output folder (``simnode run --out`` / ``simnode sweep --out``): tables of every
 kernel's time, bound, simulated/bound ratio and bottleneck, the hottest links, and the
-plots of ``simnode.report.plots`` embedded as PNG. A missing or corrupted folder, and an
+plots of ``simnode.report.plots`` embedded as PNG, with the published figures of the
+validation file beside the model's. A missing or corrupted folder, and an
 output path that is empty, a folder, in a missing folder or not writable, exit 2 with one
 paragraph naming the file or option (``simnode.report.html.write_report``)."""
 
 from __future__ import annotations
+
+ORDER = 60
 
 
 def register(subparsers) -> None:
@@ -18,6 +21,22 @@ def register(subparsers) -> None:
 
 def cmd_report(args) -> int:
     from simnode.report.html import write_report
-    path = write_report(args.result_dir, args.output)
+    path = write_report(args.result_dir, args.output, published_records())
     print(f"wrote {path}")
     return 0
+
+
+def published_records(cases_path=None) -> list[dict]:
+    """The published figures of the validation file (default: this checkout's; none if it
+    is absent) as the report plots them: {metric, workload (file stem), set, published,
+    tolerance_frac, source}."""
+    from pathlib import Path
+
+    from simnode.config.overrides import parse_assignment
+    from simnode.commands.validate import DEFAULT_CASES, load_cases
+    path = Path(cases_path) if cases_path else DEFAULT_CASES
+    if cases_path is None and not path.exists():
+        return []
+    return [{"metric": c.metric, "workload": Path(c.workload).stem,
+             "set": dict(parse_assignment(s) for s in c.sets), "published": c.published,
+             "tolerance_frac": c.tolerance, "source": c.source} for c in load_cases(path)]

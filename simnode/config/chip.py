@@ -1,19 +1,22 @@
 """Chip specification: the frozen record every hardware model reads.
 
 ``ChipSpec`` (cores, clocks, cube and vector rates, buffer capacities, copy paths,
-L2, HBM, sync resources) is built by ``load_chip(path)`` or ``chip_from_mapping``.
+L2, HBM, sync resources) is built by ``load_chip(path)`` or ``chip_from_mapping``. Each
+field is declared once (``simnode.config.params``: type, unit, range, doc), and the
+reader, the ``--set`` checks and ``simnode describe`` come from that declaration.
 Numbers carry their unit in their name; per-cycle rates are in the AIC clock.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from simnode.config.fields import Reader, load_yaml
 from simnode import units
+from simnode.config.fields import Reader, load_yaml
+from simnode.config.params import build, param, section
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4")
 DTYPE_BITS = MappingProxyType({"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4})
@@ -37,29 +40,42 @@ MAX_AI_CORES = 1024
 @dataclass(frozen=True)
 class PathSpec:
     """One copy path: a copy costs base latency + bytes / bandwidth (facts 3.6)."""
-    name: str
-    bandwidth_B_per_cycle: float      #: streaming rate of one issuing pipe, bytes per AIC cycle
-    base_latency_cycles: float        #: latency from issue to completion, beyond the streaming time
-    min_issue_interval_cycles: float  #: smallest time between two issues on one pipe
+    name: str                         #: the path's key in ``chip.paths``
+    bandwidth_B_per_cycle: float = param(
+        doc="streaming rate of one issuing pipe, bytes per AIC cycle", positive=True, origin="")
+    base_latency_cycles: float = param(
+        doc="latency from issue to completion, beyond the streaming time", min=0, origin="")
+    min_issue_interval_cycles: float = param(
+        0, "smallest time between two issues on one pipe", min=0, origin="")
 
 
 @dataclass(frozen=True)
 class BufferSpec:
-    l0a_KiB: float   #: cube A input
-    l0b_KiB: float   #: cube B input
-    l0c_KiB: float   #: fp32 accumulator
-    l1_KiB: float    #: AIC L1 (CBuf)
-    ub_KiB: float    #: unified buffer, per AIV
+    l0a_KiB: float = param(doc="cube A input buffer (L0A)", positive=True, origin="")
+    l0b_KiB: float = param(doc="cube B input buffer (L0B)", positive=True, origin="")
+    l0c_KiB: float = param(doc="fp32 accumulator (L0C)", positive=True, origin="")
+    l1_KiB: float = param(doc="AIC L1 (CBuf)", positive=True, origin="")
+    ub_KiB: float = param(doc="unified buffer, per AIV", positive=True, origin="")
 
     def capacity_bytes(self, name: str) -> int:
         return units.KiB_to_bytes(getattr(self, f"{name}_KiB"))
 
 
+def _multiple_of_256(n: int) -> str | None:
+    # a 16 x 16 output fractal times whole K elements per step (facts 1.2)
+    return "a multiple of 256 (16 x 16 outputs x K elements per cycle)" if n % 256 else None
+
+
 @dataclass(frozen=True)
 class CubeSpec:
-    macs_per_cycle: Mapping[str, int]   #: MMAD multiply-accumulates per AIC cycle, by input dtype
-    mmad_latency_cycles: float          #: completion latency of one MMAD beyond its compute cycles
-    saturating_m_rows: int              #: smallest MMAD m that reaches the full rate; smaller m costs as much
+    macs_per_cycle: Mapping[str, int] = param(
+        doc="MMAD multiply-accumulates per AIC cycle, by input dtype", unit="MAC/cycle", min=1,
+        keys=DTYPES, check=_multiple_of_256, origin="")
+    mmad_latency_cycles: float = param(
+        doc="completion latency of one MMAD beyond its compute cycles", min=0, origin="")
+    saturating_m_rows: int = param(
+        doc="smallest MMAD m that reaches the full rate; a smaller m costs as much", unit="rows",
+        min=1, origin="")
 
     def fractal_k(self, dtype: str) -> int:
         """K elements per 16x16 output fractal step: 16 bf16, 32 fp8, 64 fp4 (facts 1.3)."""
@@ -68,9 +84,12 @@ class CubeSpec:
 
 @dataclass(frozen=True)
 class VectorSpec:
-    ops_per_cycle: Mapping[str, float]  #: sustained fp32 element-ops per cycle per AIV, by op class
-    ub_bandwidth_B_per_cycle: float     #: vector register file <-> UB bytes per cycle per AIV
-    fp4_decode_B_per_cycle: float       #: FP4 decode throughput per AIV
+    ops_per_cycle: Mapping[str, float] = param(
+        doc="sustained fp32 element-ops per cycle per AIV, by op class", unit="ops/cycle",
+        positive=True, keys=VECTOR_OP_CLASSES, origin="")
+    ub_bandwidth_B_per_cycle: float = param(
+        doc="vector register file <-> UB bytes per cycle per AIV", positive=True, origin="")
+    fp4_decode_B_per_cycle: float = param(doc="FP4 decode throughput per AIV", positive=True, origin="")
 
 
 HBM_ARBITRATION = ("fcfs", "fair")
@@ -78,14 +97,16 @@ HBM_ARBITRATION = ("fcfs", "fair")
 
 @dataclass(frozen=True)
 class MemorySpec:
-    l2_capacity_MiB: float
-    l2_bandwidth_GBps: float
-    hbm_capacity_GB: float
-    hbm_bandwidth_GBps: float
-    #: how HBM shares itself among overloading users: "fcfs" (in proportion to the load each
-    #: offers) or "fair" (max-min: a small user keeps its demand). Used by the supernode flow
-    #: model, where URMA meets the AIVs; a chip's cores offer alike, so both agree there.
-    hbm_arbitration: str = "fair"
+    l2_capacity_MiB: float = param(doc="L2 cache capacity", positive=True, origin="")
+    l2_bandwidth_GBps: float = param(doc="L2 bandwidth, all cores together", positive=True, origin="")
+    hbm_capacity_GB: float = param(doc="HBM capacity", positive=True, origin="")
+    hbm_bandwidth_GBps: float = param(doc="HBM bandwidth of the chip", positive=True, origin="")
+    #: Used by the supernode flow model, where URMA meets the AIVs; a chip's cores offer
+    #: alike, so both agree there.
+    hbm_arbitration: str = param(
+        "fair", "how HBM shares itself among overloading users: fcfs (in proportion to the "
+        "load each offers) or fair (max-min: a small user keeps its demand)",
+        choices=HBM_ARBITRATION, origin="")
 
     @property
     def l2_capacity_bytes(self) -> int:
@@ -94,27 +115,33 @@ class MemorySpec:
 
 @dataclass(frozen=True)
 class SyncSpec:
-    pipe_events_per_pair: int         #: set/wait event ids per (src pipe, dst pipe) pair
-    cross_core_flags: int             #: AIC<->AIV flag ids per AIV
-    mte2_outstanding_per_aiv: int     #: issued-but-incomplete MTE2 requests per AIV
-    mte2_outstanding_per_aic: int     #: the same limit on the AIC's MTE2
+    pipe_events_per_pair: int = param(doc="set/wait event ids per (src pipe, dst pipe) pair",
+                                      unit="ids", min=1, origin="")
+    cross_core_flags: int = param(doc="AIC<->AIV flag ids per AIV", unit="ids", min=1, origin="")
+    mte2_outstanding_per_aiv: int = param(doc="issued-but-incomplete MTE2 requests per AIV",
+                                          unit="requests", min=1, origin="")
+    mte2_outstanding_per_aic: int = param(doc="the same limit on the AIC's MTE2", unit="requests",
+                                          min=1, origin="")
 
 
 @dataclass(frozen=True)
 class ChipSpec:
-    name: str
-    source: str                       #: file it was read from
-    num_ai_cores: int                 #: AI cores (1 AIC + aiv_per_core AIVs each)
-    aiv_per_core: int
-    aic_freq_GHz: float
-    aiv_freq_GHz: float
-    scalar_cycles_per_instr: float
-    cube: CubeSpec
-    vector: VectorSpec
-    buffers: BufferSpec
-    paths: Mapping[str, PathSpec] = field(repr=False)
-    memory: MemorySpec = None
-    sync: SyncSpec = None
+    name: str = param(doc="the chip's name", origin="")
+    source: str                       #: file it was read from (not a parameter)
+    num_ai_cores: int = param(doc="AI cores (1 AIC + aiv_per_core AIVs each)", unit="cores", min=1,
+                              max=MAX_AI_CORES, origin="")
+    aiv_per_core: int = param(doc="vector cores (AIVs) per AI core", unit="AIVs", min=1, max=2, origin="")
+    aic_freq_GHz: float = param(doc="cube core (AIC) clock", positive=True, origin="")
+    aiv_freq_GHz: float = param(doc="vector core (AIV) clock", positive=True, origin="")
+    scalar_cycles_per_instr: float = param(doc="scalar pipe cost of one instruction",
+                                           unit="cycles", positive=True, origin="")
+    cube: CubeSpec = section(CubeSpec, "cube core rates")
+    vector: VectorSpec = section(VectorSpec, "vector core rates")
+    buffers: BufferSpec = section(BufferSpec, "on-chip buffer capacities")
+    paths: Mapping[str, PathSpec] = section(PathSpec, "copy paths of the AI core (facts 1.4)",
+                                            keys=PATH_NAMES, key_field="name", repr=False)
+    memory: MemorySpec = section(MemorySpec, "L2 and HBM")
+    sync: SyncSpec = section(SyncSpec, "synchronization resources")
 
     def path(self, name: str) -> PathSpec:
         return self.paths[name]
@@ -126,65 +153,7 @@ class ChipSpec:
 
 def chip_from_mapping(data: dict, source: str) -> ChipSpec:
     """Validate a raw chip mapping (the ``chip:`` section of a topology file)."""
-    r = Reader(data, source, "chip")
-    name = r.string("name")
-    num_ai_cores = r.integer("num_ai_cores", min_value=1, max_value=MAX_AI_CORES)
-    aiv_per_core = r.integer("aiv_per_core", min_value=1, max_value=2)
-    aic_freq = r.number("aic_freq_GHz", positive=True)
-    aiv_freq = r.number("aiv_freq_GHz", positive=True)
-    scalar = r.number("scalar_cycles_per_instr", positive=True)
-
-    c = r.section("cube")
-    m = c.section("macs_per_cycle")
-    macs = {dt: m.integer(dt, min_value=1) for dt in DTYPES}
-    for dt, n in macs.items():
-        if n % 256:     # a 16 x 16 output fractal times whole K elements per step (facts 1.2)
-            raise m.error(dt, n, "a multiple of 256 (16 x 16 outputs x K elements per cycle)")
-    m.finish()
-    cube = CubeSpec(MappingProxyType(macs), c.number("mmad_latency_cycles", min_value=0),
-                    c.integer("saturating_m_rows", min_value=1))
-    c.finish()
-
-    v = r.section("vector")
-    o = v.section("ops_per_cycle")
-    ops = {k: o.number(k, positive=True) for k in VECTOR_OP_CLASSES}
-    o.finish()
-    vector = VectorSpec(MappingProxyType(ops), v.number("ub_bandwidth_B_per_cycle", positive=True),
-                        v.number("fp4_decode_B_per_cycle", positive=True))
-    v.finish()
-
-    b = r.section("buffers")
-    buffers = BufferSpec(**{f"{n}_KiB": b.number(f"{n}_KiB", positive=True)
-                            for n in ("l0a", "l0b", "l0c", "l1", "ub")})
-    b.finish()
-
-    p = r.section("paths")
-    paths = {}
-    for pname in PATH_NAMES:
-        s = p.section(pname)
-        paths[pname] = PathSpec(pname, s.number("bandwidth_B_per_cycle", positive=True),
-                                s.number("base_latency_cycles", min_value=0),
-                                s.number("min_issue_interval_cycles", min_value=0, default=0))
-        s.finish()
-    p.finish()
-
-    mem = r.section("memory")
-    memory = MemorySpec(mem.number("l2_capacity_MiB", positive=True),
-                        mem.number("l2_bandwidth_GBps", positive=True),
-                        mem.number("hbm_capacity_GB", positive=True),
-                        mem.number("hbm_bandwidth_GBps", positive=True),
-                        mem.string("hbm_arbitration", choices=HBM_ARBITRATION, default="fair"))
-    mem.finish()
-
-    sy = r.section("sync")
-    sync = SyncSpec(sy.integer("pipe_events_per_pair", min_value=1),
-                    sy.integer("cross_core_flags", min_value=1),
-                    sy.integer("mte2_outstanding_per_aiv", min_value=1),
-                    sy.integer("mte2_outstanding_per_aic", min_value=1))
-    sy.finish()
-    r.finish()
-    return ChipSpec(name, source, num_ai_cores, aiv_per_core, aic_freq, aiv_freq, scalar,
-                    cube, vector, buffers, MappingProxyType(paths), memory, sync)
+    return build(ChipSpec, Reader(data, source, "chip"), source=source)
 
 
 def load_chip(path: str | Path) -> ChipSpec:

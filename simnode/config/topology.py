@@ -3,7 +3,7 @@
 A topology file holds ``chip:`` -- either the chip mapping itself or the name of a
 chip file in the same folder (``chip: ascend950dt`` reads ``ascend950dt.yaml``), so a
 supernode references its chip instead of copying it -- and, for a supernode, a
-``supernode:`` section read by ``simnode.network.spec.supernode_from_mapping``.
+``supernode:`` section read by ``simnode.config.supernode.supernode_from_mapping``.
 
 ``load_topology_raw`` resolves the chip reference into one raw mapping (so ``--set
 topology.chip.memory.hbm_bandwidth_GBps=...`` works on either kind of file);
@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from simnode.config import params
 from simnode.config.chip import ChipSpec, chip_from_mapping
 from simnode.config.fields import Reader, load_yaml
+from simnode.config.supernode import SupernodeSpec, supernode_from_mapping
 from simnode.errors import ConfigError
 
 
@@ -24,7 +26,7 @@ from simnode.errors import ConfigError
 class Topology:
     source: str
     chip: ChipSpec
-    supernode: object = None      #: simnode.network.spec.SupernodeSpec, or None for one chip
+    supernode: SupernodeSpec | None = None      #: None for one chip
 
     @property
     def num_ranks(self) -> int:
@@ -33,9 +35,15 @@ class Topology:
 
 def load_topology_raw(path: str | Path) -> dict:
     """The file's mapping with a chip reference replaced by the referenced chip mapping."""
+    return load_topology_files(path)[0]
+
+
+def load_topology_files(path: str | Path) -> tuple[dict, str]:
+    """``load_topology_raw``'s mapping, and the file its ``chip`` section came from."""
     path = Path(path)
     data = load_yaml(path)
     chip = data.get("chip")
+    chip_file = str(path)
     if isinstance(chip, str):
         ref = path.parent / f"{chip}.yaml"
         if not ref.is_file():
@@ -46,17 +54,22 @@ def load_topology_raw(path: str | Path) -> dict:
             raise ConfigError(str(ref), "chip", "<missing>", "a 'chip:' section")
         data = dict(data)
         data["chip"] = chip_data["chip"]
-    return data
+        chip_file = str(ref)
+    return data, chip_file
 
 
 def optional_keys() -> tuple[str, ...]:
-    """Dotted topology keys a file may leave out (they have defaults), which ``--set
-    topology.KEY=...`` may therefore add."""
-    from simnode.config.chip import PATH_NAMES
-    from simnode.network.spec import OPTIONAL_KEYS
-    return (("chip.memory.hbm_arbitration",)
-            + tuple(f"chip.paths.{p}.min_issue_interval_cycles" for p in PATH_NAMES)
-            + tuple(f"supernode.{k}" for k in OPTIONAL_KEYS))
+    """Dotted topology keys a file may leave out (their declarations give a default), which
+    ``--set topology.KEY=...`` may therefore add."""
+    return params.optional_keys(ChipSpec, "chip.") + params.optional_keys(SupernodeSpec, "supernode.")
+
+
+def declared_keys() -> tuple[str, ...]:
+    """Every dotted topology parameter (``chip.memory.hbm_bandwidth_GBps``,
+    ``supernode.wqe_processing_ns``), from the declarations: what a ``topology.*`` key of an
+    overlay may name."""
+    return (tuple(k for k, _ in params.walk(ChipSpec, "chip."))
+            + tuple(k for k, _ in params.walk(SupernodeSpec, "supernode.")))
 
 
 def topology_from_mapping(data: dict, source: str) -> Topology:
@@ -64,7 +77,6 @@ def topology_from_mapping(data: dict, source: str) -> Topology:
     chip = chip_from_mapping(r.raw("chip"), source)
     supernode = None
     if r.has("supernode"):
-        from simnode.network.spec import supernode_from_mapping
         supernode = supernode_from_mapping(r.raw("supernode"), source)
     r.finish()
     return Topology(source, chip, supernode)

@@ -48,8 +48,8 @@ from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER
 from simnode.errors import DeadlockError, ScheduleError
 from simnode.hardware.memory import L2Cache
-from simnode.kernels import isa
-from simnode.kernels.schedule import KernelSchedule
+from simnode.instr import isa
+from simnode.instr.schedule import KernelSchedule
 from simnode.units import ns_to_us
 
 _WRITE_PATHS = frozenset({"ub_to_gm", "l0c_to_gm"})

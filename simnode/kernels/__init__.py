@@ -1,6 +1,7 @@
-"""Kernel schedules: instruction records and the generators that build them.
+"""Kernel schedules: the generators that build them.
 
-``isa`` defines the instruction records, ``schedule`` the per-core, per-pipe
-program container with its buffer plan and capacity check, ``gemm`` the tiled
-GEMM generator after DeepGEMM-Ascend. Generators are pure functions: no SimPy.
+The instruction records they are made of live a layer below (``simnode.instr``); here,
+``gemm`` is the tiled GEMM generator after DeepGEMM-Ascend (``gemm_core`` its tile rules),
+``sparse_mla`` FlashMLA's sparse attention, ``topk`` DeepSelect, ``grouped_gemm`` and
+``swiglu`` the MoE expert kernels. Generators are pure functions: no SimPy.
 """

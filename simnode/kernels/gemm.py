@@ -17,13 +17,14 @@ import math
 from dataclasses import dataclass, replace
 
 from simnode.config.chip import DTYPE_BITS, ChipSpec
+from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTask, buffer_plan,
                                        core_program, dtype_bytes, fit_block_k, l0_k_step,
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,
                                        tile_cost_cycles, ub_epilogue, up16)
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 
 __all__ = ["GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "choose_tiling",
            "gemm_roofline", "gemm_schedule", "with_overrides"]
@@ -31,21 +32,23 @@ __all__ = ["GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "ch
 
 @dataclass(frozen=True)
 class GemmParams:
-    m: int
-    n: int
-    k: int
-    dtype: str = "bf16"           #: input dtype of A and B: bf16, fp16, fp8 or fp4
-    out_dtype: str = "bf16"       #: C dtype written by FixPipe
-    block_m: int = 0              #: 0 = chosen by the heuristic
-    block_n: int = 0
-    block_k: int = 0
-    l1_stages: int = 0
-    swizzle_rows: int = 4         #: block-rows per swizzle group (facts 3.5: 4-row window)
-    num_cores: int = 0            #: 0 = every AI core of the chip
-    #: how C leaves L0C: "direct" (FixPipe L0C -> GM) or "ub" (FixPipe L0C -> the UB of AIV1,
-    #: whose MTE3 writes GM; S3's path whenever can_direct_store fails, e.g. for a GEMM of
-    #: more than one wave of blocks with m > BLOCK_M)
-    epilogue: str = "direct"
+    """The ``gemm`` workload's fields: each declared once here (``simnode.config.params``)."""
+    m: int = param(doc="rows of A and C", unit="rows", min=1)
+    n: int = param(doc="columns of B and C", unit="columns", min=1)
+    k: int = param(doc="reduction length", unit="elements", min=1)
+    dtype: str = param("bf16", "input dtype of A and B", choices=("bf16", "fp16", "fp8", "fp4"))
+    out_dtype: str = param("bf16", "dtype of C, written by FixPipe", choices=("bf16", "fp16", "fp32"))
+    block_m: int = param(0, "BLOCK_M (0 = the heuristic's)", unit="rows", min=0)
+    block_n: int = param(0, "BLOCK_N (0 = the heuristic's)", unit="columns", min=0)
+    block_k: int = param(0, "BLOCK_K per L1 stage (0 = the heuristic's)", unit="elements", min=0)
+    l1_stages: int = param(0, "L1 buffering stages (0 = the heuristic's)", unit="stages", min=0)
+    swizzle_rows: int = param(4, "block-rows per swizzle group (facts 3.5: 4-row window)",
+                              unit="block-rows", min=1)
+    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    #: S3's path whenever can_direct_store fails, e.g. for a GEMM of more than one wave of
+    #: blocks with m > BLOCK_M
+    epilogue: str = param("direct", "how C leaves L0C: direct (FixPipe L0C -> GM) or ub (FixPipe "
+                          "L0C -> the UB of AIV1, whose MTE3 writes GM)", choices=("direct", "ub"))
 
 
 def choose_tiling(chip: ChipSpec, p: GemmParams) -> GemmTiling:

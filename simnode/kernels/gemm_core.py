@@ -40,8 +40,8 @@ from typing import Hashable
 
 from simnode.config.chip import DTYPE_BITS, ChipSpec
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
-from simnode.kernels.schedule import BufferUse, CoreProgram
+from simnode.instr import isa
+from simnode.instr.schedule import BufferUse, CoreProgram
 
 MX_SCALE_K_PER_BYTE = 32     # one UE8M0 byte per 32 K-elements per row (pairs per 64, facts 1.1, S3)
 MAX_L1_STAGES = 8            # facts 3.5: up to 8 L1 stages (limited by 8 event ids, facts 3.2)

@@ -41,13 +41,14 @@ from collections import Counter
 from dataclasses import dataclass
 
 from simnode.config.chip import ChipSpec
+from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB, GemmTiling,
                                        buffer_plan, core_program, dequant_ub_stages, dtype_bytes,
                                        fit_block_k, is_scaled, l0_k_step, l0c_split, max_l1_stages,
                                        stage_bytes, sub_tiles, swizzle, tile_cost_cycles, ub_epilogue,
                                        up16, live_sub_tiles)
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 
 LAYOUTS = ("contiguous", "masked")
 #: (activation dtype, weight dtype) -> the cube's input dtype. S3 get_gemm_dtype: BF16 x BF16,
@@ -70,20 +71,31 @@ DEQUANT_BLOCK_K = (256, 512)
 
 @dataclass(frozen=True)
 class GroupedGemmParams:
-    m_per_expert: tuple          #: tokens (rows) routed to each local expert
-    n: int                       #: output columns (e.g. 2 x intermediate for gate + up)
-    k: int                       #: reduction length (e.g. hidden)
-    act_dtype: str = "fp8"       #: A dtype: bf16 or fp8 (with MX scales)
-    weight_dtype: str = "fp8"    #: B dtype: bf16, fp8, or fp4 (MXFP4, dequantized on AIV0)
-    out_dtype: str = "bf16"      #: C dtype
-    layout: str = "contiguous"   #: "contiguous" or "masked"
-    max_m: int = 0               #: masked: rows per expert in the buffer (0 = the largest m_e)
-    block_m: int = 0             #: 0 = 256 (contiguous) or 64/128 by estimate (masked)
-    block_n: int = 0             #: 0 = as much of L0C as BLOCK_M leaves (S3)
-    block_k: int = 0             #: 0 = 256 B of K, doubled while 3 L1 stages fit
-    l1_stages: int = 0           #: 0 = as many as fit (<= 4 with scales)
-    swizzle_rows: int = 4        #: block-rows per swizzle group (facts 3.5)
-    num_cores: int = 0           #: 0 = every AI core of the chip
+    """The grouped GEMM's parameters, declared once here (``simnode.config.params``); the
+    ``grouped_gemm`` workload adds how ``m_per_expert`` is made (given or routed)."""
+    m_per_expert: tuple          #: tokens (rows) routed to each local expert (filled by the caller)
+    n: int = param(doc="output columns per expert (e.g. 2 x intermediate: gate + up)", unit="columns",
+                   min=1)
+    k: int = param(doc="reduction length (e.g. hidden)", unit="elements", min=1)
+    act_dtype: str = param("fp8", "A dtype: bf16 or fp8 (with MX scales)",
+                           choices=tuple(sorted({a for a, _ in CUBE_DTYPE})))
+    weight_dtype: str = param("fp8", "B dtype: bf16, fp8, or fp4 (MXFP4, dequantized on AIV0)",
+                              choices=tuple(sorted({w for _, w in CUBE_DTYPE})))
+    out_dtype: str = param("bf16", "C dtype", choices=OUT_DTYPES)
+    layout: str = param("contiguous", "contiguous (normal dispatch) or masked (low latency)",
+                        choices=LAYOUTS)
+    max_m: int = param(0, "masked: rows per expert in the buffer (0 = the largest count)",
+                       unit="rows", min=0)
+    block_m: int = param(0, "BLOCK_M (0 = 256 contiguous, 64/128 by estimate masked)", unit="rows",
+                         min=0)
+    block_n: int = param(0, "BLOCK_N (0 = as much of L0C as BLOCK_M leaves, S3)", unit="columns",
+                         min=0)
+    block_k: int = param(0, "BLOCK_K per L1 stage (0 = 256 B of K, doubled while 3 L1 stages fit)",
+                         unit="elements", min=0)
+    l1_stages: int = param(0, "L1 buffering stages (0 = as many as fit, <= 4 with scales)",
+                           unit="stages", min=0)
+    swizzle_rows: int = param(4, "block-rows per swizzle group (facts 3.5)", unit="block-rows", min=1)
+    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
 
     def __post_init__(self):
         # counts may come as NumPy integers (routing); keep plain ints (hashing, JSON meta)

@@ -31,12 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from simnode.config.chip import ChipSpec
+from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels import sparse_mla_core as core
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 from simnode.kernels.sparse_mla_plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
                                              choose_plan)
 
+KV_DTYPES = ("bf16", "fp8", "fp4")
 DEFAULT_RESCALE_SHARE = 0.05     # assumption (see module docstring): blocks whose max jumps > threshold
 KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~1.9 us (M)
 # The per-launch time beyond that which no source gives. CALIBRATED on ONE published case,
@@ -54,33 +56,41 @@ MIN_CACHE_REUSE = 4                     # S2 MIN_CACHE_REUSE: token reads per ca
 
 @dataclass(frozen=True)
 class SparseMlaParams:
-    mode: str = "prefill"                #: "prefill" or "decode"
-    n_q: int = 4096                      #: prefill queries
-    kv_len: int = 8192                   #: prefill KV length (tokens)
-    topk: int = 640                      #: prefill selected tokens per query
-    kv_dtype: str = "bf16"               #: prefill KV cache dtype
-    batch: int = 64                      #: decode sequences
-    s_q: int = 4                         #: decode queries per sequence
-    topk_main: int = 128
-    topk_extra: int = 512
-    main_len: int = 256
-    extra_len: int = 2048
-    main_dtype: str = "fp8"
-    extra_dtype: str = "fp8"
-    heads: int = 64                      #: query heads H
-    d_qk: int = 512
-    d_v: int = 512
-    heads_per_core: int = 64             #: query heads one AI core handles per item
-    b_topk: int = 64                     #: selected tokens per pipeline step (facts 3.4)
-    vector_cores_per_cube: int = 2       #: 2 = 1C2V (FlashMLA), 1 = 1C1V
-    gather2: bool = True                 #: one MTE2 descriptor fetches 2 tokens (facts 3.4)
-    skip_scale_threshold: float = 6.0    #: nats after sm_scale (facts 3.4); 0 = skip-scale off
-    rescale_share: float = DEFAULT_RESCALE_SHARE
-    sinks: bool = True                   #: attention sinks in the softmax denominator
-    seed: int = 0
-    num_cores: int = 0                   #: 0 = every AI core
-    kernel_launch_ns: float = KERNEL_LAUNCH_NS   #: kernel launch + InitSocState (facts 1.2, S6)
-    cold_start_ns: float = COLD_START_NS         #: per-launch cold-start cost (calibrated)
+    """The ``sparse_mla`` workload's fields: each declared once here (``simnode.config.params``)."""
+    mode: str = param("prefill", "prefill or decode", choices=("prefill", "decode"))
+    n_q: int = param(4096, "prefill queries", unit="queries", min=1)
+    kv_len: int = param(8192, "prefill KV length", unit="tokens", min=1)
+    topk: int = param(640, "prefill selected tokens per query", unit="tokens", min=1)
+    kv_dtype: str = param("bf16", "prefill KV cache dtype", choices=KV_DTYPES)
+    batch: int = param(64, "decode sequences", unit="sequences", min=1)
+    s_q: int = param(4, "decode queries per sequence", unit="queries", min=1)
+    topk_main: int = param(128, "decode main-cache top-k", unit="tokens", min=1)
+    topk_extra: int = param(512, "decode extra-cache top-k", unit="tokens", min=1)
+    main_len: int = param(256, "decode main-cache length", unit="tokens", min=1)
+    extra_len: int = param(2048, "decode extra-cache length", unit="tokens", min=1)
+    main_dtype: str = param("fp8", "decode main-cache dtype", choices=KV_DTYPES)
+    extra_dtype: str = param("fp8", "decode extra-cache dtype", choices=KV_DTYPES)
+    heads: int = param(64, "query heads H", unit="heads", min=1)
+    d_qk: int = param(512, "QK head dim (MLA latent)", unit="elements", min=1)
+    d_v: int = param(512, "V head dim (the same latent)", unit="elements", min=1)
+    heads_per_core: int = param(64, "query heads one AI core handles per item", unit="heads", min=1)
+    b_topk: int = param(64, "selected tokens per pipeline step (facts 3.4)", unit="tokens", min=1)
+    vector_cores_per_cube: int = param(2, "AIVs per cube: 2 = 1C2V (FlashMLA), 1 = 1C1V", unit="AIVs",
+                                       min=1)
+    gather2: bool = param(True, "one MTE2 descriptor fetches two tokens (facts 3.4)")
+    skip_scale_threshold: float = param(6.0, "skip-scale threshold after sm_scale (facts 3.4); 0 = off",
+                                        unit="nats", min=0)
+    rescale_share: float = param(DEFAULT_RESCALE_SHARE, "share of non-first blocks needing an O "
+                                 "rescale with skip-scale on (an assumption: module docstring)",
+                                 unit="fraction", min=0, max=1, origin="reasoned")
+    sinks: bool = param(True, "attention sinks in the softmax denominator")
+    seed: int = param(0, "seed of the uniform top-k token selection", unit="1", min=0)
+    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    kernel_launch_ns: float = param(KERNEL_LAUNCH_NS, "kernel launch + InitSocState (facts 1.2, S6)",
+                                    unit="ns", min=0, origin="sourced")
+    cold_start_ns: float = param(COLD_START_NS, "per-launch cold-start cost beyond the launch "
+                                 "(calibrated on sparse-mla-decode-fp8-b64; 0 = warm caches)",
+                                 unit="ns", min=0, origin="calibrated")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simnode.kernels import isa
+from simnode.instr import isa
+from simnode.instr.schedule import BufferUse
 from simnode.kernels import sparse_mla_vf as vf
 from simnode.kernels.sparse_mla_plan import (FRAG_BUFFERS, INDEX_BLOCK_TOKENS, INDEX_BYTES,
                                              KV_ROW_BYTES, L0_TILE, Q_L1_SLOTS, Plan,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simnode.kernels.schedule import BufferUse
+from simnode.instr.schedule import BufferUse
 
 #: KV row bytes per token by cache dtype (facts 2.2, S2 kv_cache_format.h).
 KV_ROW_BYTES = {"bf16": 1024, "fp8": 528, "fp4": 288}

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from simnode.kernels import isa
+from simnode.instr import isa
 
 #: fp32 lanes of one 256 B vector register (facts 1.2, S3 vector_reg_bytes / S8): the ops of
 #: one full-register instruction in the VecOp currency of fp32 element-ops

@@ -26,9 +26,10 @@ import numbers
 from dataclasses import dataclass
 
 from simnode.config.chip import DTYPE_BITS, ChipSpec
+from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
-from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
+from simnode.instr import isa
+from simnode.instr.schedule import BufferUse, CoreProgram, KernelSchedule
 
 IN_DTYPES = ("bf16", "fp32")                 # TileKernels: x is bfloat16 or float32
 #: TileKernels swiglu_forward_and_per_token_cast asserts fmt == 'e4m3'
@@ -59,14 +60,18 @@ QUANT_SIMPLE_OPS_PER_ELEM = 4
 
 @dataclass(frozen=True)
 class SwigluParams:
-    rows: int                        #: valid rows (tokens x their experts)
-    intermediate: int                #: I: output values per row (the input row is 2 I)
-    in_dtype: str = "bf16"
-    out_dtype: str = "fp8"
-    scale_block: int = 128           #: values per scale (TileKernels num_per_channels = 128)
-    sf_dtype: str = "fp32"           #: "fp32" or "ue8m0"
-    num_cores: int = 0               #: AI cores whose AIVs run it (0 = all)
-    stages: int = 3                  #: input/output row buffers per AIV (S3 num_stages = 3)
+    """The ``swiglu`` workload's fields: each declared once here (``simnode.config.params``)."""
+    rows: int = param(doc="valid rows (routed tokens of the rank's experts)", unit="rows", min=0)
+    intermediate: int = param(doc="I: output values per row; a row reads 2 I (gate, up)",
+                              unit="elements", min=128)
+    in_dtype: str = param("bf16", "dtype of the gate/up rows", choices=IN_DTYPES)
+    out_dtype: str = param("fp8", "dtype of the output rows (e4m3)", choices=OUT_DTYPES)
+    scale_block: int = param(128, "values per scale (TileKernels num_per_channels = 128)",
+                             unit="elements", min=1)
+    sf_dtype: str = param("fp32", "scale format: fp32 or one UE8M0 byte", choices=("fp32", "ue8m0"))
+    num_cores: int = param(0, "AI cores whose two AIVs run it (0 = all)", unit="cores", min=0)
+    stages: int = param(3, "input/output row buffers per AIV (S3 num_stages = 3)", unit="buffers",
+                        min=1)
 
     def __post_init__(self):
         if isinstance(self.rows, numbers.Integral) and not isinstance(self.rows, bool):

@@ -28,9 +28,10 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
-from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
+from simnode.instr import isa
+from simnode.instr.schedule import BufferUse, CoreProgram, KernelSchedule
 
 SCORE_BYTES = 4               # fp32 scores
 OUT_BYTES_PER_ELEM = 8        # fp32 value + int32 index per selected element
@@ -46,12 +47,14 @@ MERGE_OPS_PER_ELEM = 4        # one merge step per element: compare, 2 selects, 
 
 @dataclass(frozen=True)
 class TopkParams:
-    rows: int
-    n: int                     #: scores per row (KV length or vocabulary size)
-    k: int
-    algorithm: str = "deepselect"
-    stages: int = 4            #: streaming UB slots for rows that do not stay resident
-    num_aivs: int = 0          #: 0 = every AIV of the chip
+    """The ``topk`` workload's fields: each declared once here (``simnode.config.params``)."""
+    rows: int = param(doc="score rows (queries, or sampled sequences)", unit="rows", min=1)
+    n: int = param(doc="scores per row (KV length, or vocabulary size)", unit="scores", min=1)
+    k: int = param(doc="selected elements per row", unit="elements", min=1)
+    algorithm: str = param("deepselect", "radix select (DeepSelect) or the sort baseline",
+                           choices=("deepselect", "sort"))
+    stages: int = param(4, "UB streaming slots for rows that do not stay resident", unit="slots", min=1)
+    num_aivs: int = param(0, "vector cores used (0 = every AIV of the chip)", unit="AIVs", min=0)
 
 
 def _pow2(x: int) -> int:

@@ -155,11 +155,11 @@ class HccsCosts:
     reduce_ops_per_element: float    #: vector ops per element and top-k row of combine's weighted sum
     remote_read_ns: float            #: a remote MTE2 read's cost beyond the path's round trip and bytes
     remote_write_ns: float           #: a remote MTE3 write's (with its PIPE_ALL wait), likewise
-    peer_cache_entries: int = 0      #: what-if: peer contexts at hand (0 with a miss cost: none)
-    read_miss_ns: float = 0.0        #: what-if: extra per remote read whose peer is not cached
-    write_miss_ns: float = 0.0       #: what-if: extra per remote write whose peer is not cached
-    read_ns_per_peer: float = 0.0    #: what-if: extra per remote read per peer the rank accesses
-    write_ns_per_peer: float = 0.0   #: what-if: extra per remote write per peer the rank accesses
+    peer_cache_entries: int      #: what-if: peer contexts at hand (0 with a miss cost: none)
+    read_miss_ns: float        #: what-if: extra per remote read whose peer is not cached
+    write_miss_ns: float       #: what-if: extra per remote write whose peer is not cached
+    read_ns_per_peer: float    #: what-if: extra per remote read per peer the rank accesses
+    write_ns_per_peer: float   #: what-if: extra per remote write per peer the rank accesses
 
     def miss_fraction(self, peers: int) -> float:
         """Share of accesses whose peer misses a cache of ``peer_cache_entries`` when a rank

@@ -24,6 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from simnode.config.chip import DTYPE_BITS
+from simnode.config.params import param
 from simnode.moe.routing import sort_rows
 
 ALIGN_BYTES = 32             # UB/MTE row alignment (facts 1.3, S3)
@@ -32,12 +33,15 @@ ALIGN_BYTES = 32             # UB/MTE row alignment (facts 1.3, S3)
 @dataclass(frozen=True)
 class DeepEPParams:
     num_ranks: int
-    tokens_per_rank: int = 16384     #: facts 2.4, S5
-    hidden: int = 7168               #: facts 2.4, S5
-    top_k: int = 6                   #: facts 2.4, S5
-    num_experts: int = 256           #: facts 2.4, S5
-    dispatch_dtype: str = "fp8"      #: facts 2.4: FP8 dispatch with row-major scales
-    combine_dtype: str = "bf16"      #: facts 2.4: BF16 combine
+    # the deepep workload's fields, declared once here (simnode.config.params)
+    tokens_per_rank: int = param(16384, "tokens each rank dispatches (facts 2.4, S5)",
+                                 unit="tokens", min=1)
+    hidden: int = param(7168, "hidden size (facts 2.4, S5)", unit="elements", min=128)
+    top_k: int = param(6, "experts per token (facts 2.4, S5)", unit="experts", min=1)
+    num_experts: int = param(256, "routed experts (facts 2.4, S5)", unit="experts", min=1)
+    dispatch_dtype: str = param("fp8", "dispatch payload dtype (facts 2.4: FP8 with row-major "
+                                "scales)", choices=("fp8", "bf16"))
+    combine_dtype: str = param("bf16", "combine payload dtype (facts 2.4: BF16)", choices=("bf16",))
     scale_block: int = 128           #: channels per FP8 scale (DeepEP's per-128 fp32 scales; exact pack size open, facts 5.6)
     num_aiv: int = 64                #: AIVs per rank, one Jetty each (facts 4.1)
     tokens_per_sqe: int = 6          #: SGE pairs per dispatch SQE (facts 4.2 step 2)

@@ -1,6 +1,6 @@
 """Supernode network: Clos or full-mesh topology, routes, max-min fair flows.
 
-- ``spec``: ``SupernodeSpec``, ``supernode_from_mapping(data, source)``, ``check_shape``.
+- the spec it reads, ``SupernodeSpec``, is the supernode's schema in ``simnode.config.supernode``.
 - ``routes``: ``Routes.from_spec`` / ``from_graph``: the ports and every pair's path,
   computed for many pairs at once; ``ecmp_choice``.
 - ``clos`` / ``mesh``: the same networks as networkx graphs (``build_clos``,

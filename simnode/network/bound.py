@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simnode.network.routes import Routes
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 
 from simnode.errors import ConfigError
-from simnode.network.spec import SupernodeSpec, check_shape
+from simnode.config.supernode import SupernodeSpec, check_shape
 
 
 def rank_node(i: int) -> str:

@@ -47,7 +47,7 @@ import simpy
 
 from simnode.engine.share import Group, Share, Transfer
 from simnode.network.routes import Routes
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 
 SERIES_BINS = 256           # time bins of the per-resource series (bounded memory)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from simnode.network.spec import SupernodeSpec, check_shape
+from simnode.config.supernode import SupernodeSpec, check_shape
 
 
 def build_full_mesh(spec: SupernodeSpec) -> nx.DiGraph:

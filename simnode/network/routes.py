@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simnode.network.spec import ROUTING_POLICIES, SupernodeSpec, check_shape
+from simnode.config.supernode import ROUTING_POLICIES, SupernodeSpec, check_shape
 
 _MASK64 = (1 << 64) - 1
 

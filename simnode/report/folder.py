@@ -1,63 +1,51 @@
 """Read a result folder written by ``simnode run --out`` or ``simnode sweep --out``.
 
 ``load_folder(path)`` -> ``ResultFolder``: ``is_sweep``, the swept ``params``
-({field: [values]}, empty for a run) and one ``PointData`` per run (its ``point``
-{field: value}, its ``result`` dict as ``Result.to_dict()`` wrote it, and its
-``network_util`` {kernel: {"bin_edges_ns": [...], "links": {name: [busy frac]},
-"chip": {rank resource: [busy frac]} (optional)}}
-when the run wrote network_util.json). Layouts read:
+({field: [values]}, empty for a run) and one ``PointData`` per run: its ``point``
+{field: value}, its typed ``result`` (``simnode.report.result.Result``, read from
+result.json with its series from series.json) and the result's flat view ``flat``.
+Layouts read (``simnode.commands.outdir`` documents them):
 
-- run:   DIR/result.json, DIR/config.json, [DIR/network_util.json]
+- run:   DIR/result.json, DIR/config.json, [DIR/series.json]
 - sweep: DIR/sweep.json ({"params", "points": [{"point", "dir"}]}), and per point
-  DIR/<dir>/result.json, [DIR/<dir>/network_util.json]; every <dir> is a relative
-  path inside DIR (no "..")
+  DIR/<dir>/result.json, [DIR/<dir>/series.json]; every <dir> is a relative path inside
+  DIR (no "..")
 
-A missing folder, a folder that is neither layout, a file that is not UTF-8 JSON, or
-a field the report reads that is missing or of another type (``check_result``) raises
-``ConfigError`` naming the file and the field (the CLI prints it and exits 2).
+Every field is checked against the shape of a typed result, whatever the kind: a missing
+folder, a folder that is neither layout, a file that is not UTF-8 JSON, or a field that is
+missing or of another type raises ``ConfigError`` naming the file and the field's path
+(``kernels[1].figures[3].value``); the CLI prints it and exits 2.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from simnode.errors import ConfigError
+from simnode.report.result import FLAT_MODES, Result, from_record, series_from_record
 
 LAYOUTS = ("a folder written by `simnode run --out` (with result.json) "
            "or `simnode sweep --out` (with sweep.json)")
 #: appended to the errors of a file whose content is not what simnode writes
 CORRUPTED = "This is not as `simnode run/sweep --out` writes it: was the file edited or corrupted?"
 
-DEEPEP_KERNELS = ("dispatch", "combine")
-#: network workload kinds: the kernels their results report as {kernel}_ns, _GBps, _hottest_links ...
-NETWORK_KERNELS = {"deepep": DEEPEP_KERNELS, "transport": ("transport",)}
-ALL_NETWORK_KERNELS = tuple(k for ks in NETWORK_KERNELS.values() for k in ks)
-
-#: result fields the report reads as numbers when present (kind, makespan_ns, bottleneck are required)
-NUMBER_FIELDS = ("makespan_ns", "flops", "tflops", "roofline_ns", "peak_tflops", "l2_bytes", "l2_GBps",
-                 "l2_util_frac", "hbm_bytes", "hbm_GBps", "hbm_util_frac")
-#: per network kernel K: numbers (K_ns, bound_K_ns, K_sim_over_bound, K_GBps are required with K_ns)
-KERNEL_NUMBER_FIELDS = ("{k}_ns", "bound_{k}_ns", "{k}_sim_over_bound", "{k}_GBps", "{k}_network_GBps")
-_CHIP_SERIES = re.compile(r"rank\d+\..+")
-
 
 @dataclass(frozen=True)
 class PointData:
     point: dict                       #: swept field -> value ({} for a single run)
-    result: dict                      #: Result.to_dict() of the run
-    network_util: dict = field(default_factory=dict)   #: kernel -> binned link busy fractions
+    result: Result                    #: the typed result, its series included
     dir: Path | None = None
+    flat: dict = field(default_factory=dict, compare=False)   #: result.to_dict()
 
     @property
     def label(self) -> str:
         """``num_ranks=8, seed=1`` for a sweep point, the workload name for a run."""
         if self.point:
             return ", ".join(f"{k}={v}" for k, v in self.point.items())
-        return str(self.result.get("workload", "run"))
+        return self.result.workload or "run"
 
 
 @dataclass(frozen=True)
@@ -69,12 +57,12 @@ class ResultFolder:
 
     @property
     def workload(self) -> str:
-        return str(self.points[0].result.get("workload", "")) if self.points else ""
+        return self.points[0].result.workload if self.points else ""
 
     @property
     def kind(self) -> str:
         """The points' kind ("deepep"), or their kinds in order of appearance ("deepep/gemm")."""
-        return "/".join(dict.fromkeys(str(p.result.get("kind", "")) for p in self.points))
+        return "/".join(dict.fromkeys(p.result.kind for p in self.points))
 
 
 def shown(value):
@@ -114,17 +102,6 @@ def _need(path: Path, key: str, value, ok: bool, expected: str) -> None:
         raise _bad(path, key, value, expected)
 
 
-def _mapping(path: Path, key: str, value, check, what: str) -> None:
-    """``value`` must be an object {name: what}, every value passing ``check``."""
-    _need(path, key, value, isinstance(value, dict), f"an object {{name: {what}}}")
-    for name, v in value.items():
-        _need(path, f"{key}.{name}", v, check(v), what)
-
-
-def _is_text(value) -> bool:
-    return isinstance(value, str)
-
-
 def read_json(path: Path, expected_type: type, what: str):
     """The JSON value in ``path``, which must be of ``expected_type`` (dict or list)."""
     try:
@@ -153,66 +130,82 @@ def read_json(path: Path, expected_type: type, what: str):
     return value
 
 
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _optional_number(value) -> bool:
+    return value is None or is_number(value)
+
+
+def _leaf(value) -> bool:
+    return isinstance(value, (str, bool)) or is_number(value)
+
+
+def _figure_value(value) -> bool:
+    """A number, string or bool; a mapping of those (or of such mappings); a list of those
+    or of records (mappings of leaves)."""
+    if _leaf(value):
+        return True
+    if isinstance(value, dict):
+        return all(_leaf(v) or (isinstance(v, dict) and all(_leaf(x) for x in v.values()))
+                   for v in value.values())
+    if isinstance(value, list):
+        return all(_leaf(v) or (isinstance(v, dict) and all(_leaf(x) for x in v.values())) for v in value)
+    return False
+
+
+def _check_figures(path: Path, key: str, figures) -> None:
+    _need(path, key, figures, isinstance(figures, list), "a list of figures {name, value, unit, ...}")
+    for i, f in enumerate(figures):
+        where = f"{key}[{i}]"
+        _need(path, where, f, isinstance(f, dict), "a figure {name, value, unit, ...}")
+        for sub, check, what in (("name", _is_text, "a figure name (string)"),
+                                 ("unit", _is_text, "a unit (string)"),
+                                 ("value", _figure_value, "a number, string or bool, a mapping of them, "
+                                                          "or a list of records")):
+            _need(path, f"{where}.{sub}", f.get(sub, "<missing>"), sub in f and check(f[sub]), what)
+        digits = f.get("digits", 5)
+        _need(path, f"{where}.digits", digits, digits is None or (isinstance(digits, int)
+                                                                  and not isinstance(digits, bool)),
+              "an integer or null")
+        _need(path, f"{where}.headline", f.get("headline", False), isinstance(f.get("headline", False), bool),
+              "true or false")
+
+
 def check_result(path: Path, result: dict) -> None:
-    """Every field of a result.json the report reads is present where it must be and of its
-    type; else ``ConfigError`` naming ``path``, the field (``dispatch_hottest_links[0].link``),
-    its value and what was expected."""
+    """Every field of a typed result.json is present where it must be and of its type; else
+    ``ConfigError`` naming ``path``, the field (``kernels[0].figures[2].value``), its value
+    and what was expected."""
     for key in ("kind", "makespan_ns", "bottleneck"):
         if key not in result:
-            raise ConfigError(str(path), key, "<missing>", "a run result with kind, makespan_ns and bottleneck")
-    for key in ("kind", "bottleneck", "workload"):
-        if key in result:
-            _need(path, key, result[key], isinstance(result[key], str), "a string")
-    for key in NUMBER_FIELDS:
-        if key in result:
-            _need(path, key, result[key], is_number(result[key]), "a number")
-    u = result.get("bottleneck_util_frac")
-    _need(path, "bottleneck_util_frac", u, u is None or is_number(u), "a number (busy fraction) or null")
-    if "num_ranks" in result:
-        n = result["num_ranks"]
-        _need(path, "num_ranks", n, isinstance(n, int) and not isinstance(n, bool) and n > 0,
-              "a positive integer (ranks)")
-    if "pipe_busy_frac" in result:
-        _mapping(path, "pipe_busy_frac", result["pipe_busy_frac"], is_number, "busy fraction")
-    if "busiest_pipe_by_unit" in result:
-        _mapping(path, "busiest_pipe_by_unit", result["busiest_pipe_by_unit"], _is_text, "pipe name")
-    if "per_rank" in result:
-        per = result["per_rank"]
-        _need(path, "per_rank", per, isinstance(per, dict), "a mapping of per-rank number lists")
-        for key, values in per.items():
-            _number_list(path, f"per_rank.{key}", values, "one per rank")
-    kind_kernels = NETWORK_KERNELS.get(result["kind"], ())
-    for k in ALL_NETWORK_KERNELS:
-        for template in KERNEL_NUMBER_FIELDS:
-            key = template.format(k=k)
-            if key in result:
-                _need(path, key, result[key], is_number(result[key]), "a number")
-            elif k in kind_kernels and f"{k}_ns" in result and template != "{k}_network_GBps":
-                raise ConfigError(str(path), key, "<missing>",
-                                  f"a number, as in every {result['kind']} result with {k}_ns", CORRUPTED)
-        key = f"{k}_hottest_links"
-        if key in result:
-            links = result[key]
-            _need(path, key, links, isinstance(links, list),
-                  'a list of {"link": name, "bytes": number, "util_frac": number}')
-            for i, h in enumerate(links):
-                _need(path, f"{key}[{i}]", h, isinstance(h, dict),
-                      '{"link": name, "bytes": number, "util_frac": number}')
-                for sub, check, what in (("link", _is_text, "a link name (string)"),
-                                         ("bytes", is_number, "a number (bytes)"),
-                                         ("util_frac", is_number, "a number (busy fraction)")):
-                    _need(path, f"{key}[{i}].{sub}", h.get(sub, "<missing>"), sub in h and check(h[sub]), what)
-        for suffix, check, what in (("_chip_util_frac", is_number, "busy fraction"),
-                                    ("_chip_busiest", _is_text, "resource name"),
-                                    ("_phases_us", is_number, "time in us")):
-            if f"{k}{suffix}" in result:
-                _mapping(path, f"{k}{suffix}", result[f"{k}{suffix}"], check, what)
-
-
-def _result(path: Path) -> dict:
-    result = read_json(path, dict, "a run result (Result.to_dict())")
-    check_result(path, result)
-    return result
+            raise ConfigError(str(path), key, "<missing>", "a run result with kind, makespan_ns and bottleneck",
+                              CORRUPTED)
+    for key in ("kind", "bottleneck"):
+        _need(path, key, result[key], isinstance(result[key], str), "a string")
+    _need(path, "workload", result.get("workload", ""), isinstance(result.get("workload", ""), str), "a string")
+    _need(path, "makespan_ns", result["makespan_ns"], is_number(result["makespan_ns"]), "a number")
+    for key in ("roofline_ns", "bottleneck_util_frac"):
+        _need(path, key, result.get(key), _optional_number(result.get(key)), "a number or null")
+    seed = result.get("seed")
+    _need(path, "seed", seed, seed is None or (isinstance(seed, int) and not isinstance(seed, bool)),
+          "an integer or null")
+    _check_figures(path, "figures", result.get("figures", []))
+    kernels = result.get("kernels", [])
+    _need(path, "kernels", kernels, isinstance(kernels, list), "a list of kernel records")
+    for i, k in enumerate(kernels):
+        where = f"kernels[{i}]"
+        _need(path, where, k, isinstance(k, dict), "a kernel record {name, time_ns, bound_ns, bottleneck, figures}")
+        for sub, check, what in (("name", _is_text, "a kernel name (string)"),
+                                 ("time_ns", is_number, "a number (ns)")):
+            _need(path, f"{where}.{sub}", k.get(sub, "<missing>"), sub in k and check(k[sub]), what)
+        _need(path, f"{where}.bound_ns", k.get("bound_ns"), _optional_number(k.get("bound_ns")), "a number or null")
+        _need(path, f"{where}.bottleneck", k.get("bottleneck", ""), _is_text(k.get("bottleneck", "")), "a string")
+        _need(path, f"{where}.bottleneck_util_frac", k.get("bottleneck_util_frac"),
+              _optional_number(k.get("bottleneck_util_frac")), "a number (busy fraction) or null")
+        _need(path, f"{where}.flat", k.get("flat", "prefixed"), k.get("flat", "prefixed") in FLAT_MODES,
+              "one of " + ", ".join(FLAT_MODES))
+        _check_figures(path, f"{where}.figures", k.get("figures", []))
 
 
 def _number_list(path: Path, key: str, value, what: str) -> None:
@@ -222,36 +215,41 @@ def _number_list(path: Path, key: str, value, what: str) -> None:
         _need(path, f"{key}[{i}]", v, is_number(v), f"a number ({what})")
 
 
-def check_network_util(path: Path, util: dict) -> None:
-    """network_util.json: {kernel: {"bin_edges_ns": [numbers], "links": {name: [one busy
-    fraction per bin]}, "chip": {"rankR.resource": [...]} (optional)}}."""
-    for kernel, series in util.items():
-        if not (isinstance(series, dict) and isinstance(series.get("bin_edges_ns"), list)
-                and isinstance(series.get("links"), dict)):
-            raise ConfigError(str(path), kernel, "<malformed>",
-                              'an object {"bin_edges_ns": [...], "links": {name: [busy fraction per bin]}}')
-        edges = series["bin_edges_ns"]
-        _number_list(path, f"{kernel}.bin_edges_ns", edges, "time bin edge in ns")
+def check_series(path: Path, series) -> None:
+    """series.json: [{"name", "kernel", "unit", "bin_edges_ns": [numbers], "rows": {label:
+    [one number per bin]}}]."""
+    _need(path, "", series, isinstance(series, list), "a list of series")
+    for i, s in enumerate(series):
+        where = f"[{i}]"
+        if not (isinstance(s, dict) and isinstance(s.get("bin_edges_ns"), list) and isinstance(s.get("rows"), dict)):
+            raise ConfigError(str(path), where, "<malformed>",
+                              'a series {"name", "kernel", "unit", "bin_edges_ns": [...], "rows": {label: [...]}}',
+                              CORRUPTED)
+        for sub in ("name", "kernel", "unit"):
+            _need(path, f"{where}.{sub}", s.get(sub, "<missing>"), _is_text(s.get(sub)), "a string")
+        edges = s["bin_edges_ns"]
+        _number_list(path, f"{where}.bin_edges_ns", edges, "time bin edge in ns")
         bins = max(len(edges) - 1, 0)
-        if not isinstance(series.get("chip", {}), dict):
-            raise ConfigError(str(path), f"{kernel}.chip", "<malformed>",
-                              "an object {resource name: [busy fraction per bin]}")
-        for group in ("links", "chip"):
-            for name, fracs in series.get(group, {}).items():
-                if not isinstance(fracs, list) or len(fracs) != bins:
-                    raise ConfigError(str(path), f"{kernel}.{group}.{name}", "<a list of another length>",
-                                      f"one busy fraction per time bin ({bins})")
-                _number_list(path, f"{kernel}.{group}.{name}", fracs, "busy fraction")
-                if group == "chip":
-                    _need(path, f"{kernel}.chip.{name}", name, bool(_CHIP_SERIES.fullmatch(name)),
-                          'a series named "rankR.resource" (rank3.hbm)')
+        for label, values in s["rows"].items():
+            if not isinstance(values, list) or len(values) != bins:
+                raise ConfigError(str(path), f"{where}.rows.{label}", "<a list of another length>",
+                                  f"one value per time bin ({bins})", CORRUPTED)
+            _number_list(path, f"{where}.rows.{label}", values, s["unit"] or "value")
 
 
 def _point(folder: Path, point: dict) -> PointData:
-    util_path = folder / "network_util.json"
-    util = read_json(util_path, dict, "binned link utilization per kernel") if util_path.exists() else {}
-    check_network_util(util_path, util)
-    return PointData(dict(point), _result(folder / "result.json"), util, folder)
+    path = folder / "result.json"
+    record = read_json(path, dict, "a run result (Result.to_record())")
+    check_result(path, record)
+    series_path = folder / "series.json"
+    raw = read_json(series_path, list, "the run's time series") if series_path.exists() else []
+    check_series(series_path, raw)
+    result = from_record(record, [series_from_record(s) for s in raw])
+    try:
+        flat = result.to_dict()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(path), "", f"<{exc}>", "a result whose figures flatten", CORRUPTED) from None
+    return PointData(dict(point), result, folder, flat)
 
 
 def _inside(rel: str) -> bool:

@@ -5,10 +5,11 @@ reads the folder (``simnode.report.folder.load_folder``), writes the page and re
 its path. The page has inline CSS, plots as base64 PNG ``data:`` images and no scripts
 or external URLs, so it opens offline and can be mailed as one file.
 
-Tables (every header carries its unit): one row per kernel (a chip workload is one
-kernel; DeepEP has dispatch and combine) with its time, its lower bound, the
-simulated/bound ratio, TFLOPS or GB/s and its bottleneck; chip memory traffic;
-per-pipe busy fractions; DeepEP hottest links and phases. Plots: see
+Everything is drawn from the typed results (``simnode.report.result``), never from a
+kind's name: every header carries its unit. Tables: each run's bottleneck; one row per
+kernel record (time, bound, simulated/bound ratio, the kind's headline figures,
+bottleneck); the run-level figures; per kernel its scalar figures, a table per mapping
+figure (pipe busy shares, phases) and per list of records (hottest links). Plots: see
 ``simnode.report.plots``.
 """
 
@@ -20,11 +21,11 @@ import json
 from pathlib import Path
 
 from simnode import units
+from simnode.config.params import unit_of
 from simnode.errors import ConfigError
 from simnode.report import plots
 from simnode.report.result import SATURATED_FRAC
-from simnode.report.folder import (ALL_NETWORK_KERNELS, CORRUPTED, DEEPEP_KERNELS, LAYOUTS,
-                                   NETWORK_KERNELS, ResultFolder, load_folder, read_json)
+from simnode.report.folder import CORRUPTED, LAYOUTS, ResultFolder, load_folder, read_json
 
 MAX_HEATMAPS = 8
 
@@ -68,87 +69,140 @@ def _point_cells(folder: ResultFolder, p) -> list:
     return [str(p.point.get(k, "")) for k in folder.params]
 
 
-def network_kernel_bottleneck(result: dict, kernel: str) -> str:
-    """The busiest of the kernel's hottest link and its per-rank chip resources (as the
-    deepep and transport workloads name the run's bottleneck)."""
-    cands = [(h["util_frac"], f"link {h['link']}") for h in result.get(f"{kernel}_hottest_links", [])[:1]]
-    busiest = result.get(f"{kernel}_chip_busiest", {})
-    cands += [(u, busiest.get(name, f"rank {name}"))
-              for name, u in result.get(f"{kernel}_chip_util_frac", {}).items()]
-    if not cands:
-        return result.get("bottleneck", "")
-    util, label = max(cands, key=lambda c: c[0])
-    return f"{label} ({100 * util:.1f}% busy)"
+def _fmt(value, unit: str = "") -> str:
+    """A value as a table cell shows it (fractions as percent)."""
+    if isinstance(value, bool) or isinstance(value, str):
+        return _esc(value)
+    if not isinstance(value, (int, float)):
+        return "&ndash;"
+    if unit == "fraction":
+        return f"{100 * value:,.1f}"
+    if isinstance(value, int) or unit == "B":
+        return f"{value:,.0f}"
+    digits = 3 if unit in ("ratio", "us", "ns", "") else 1 if unit in ("GB/s", "TFLOPS") else 3
+    return f"{value:,.{digits}f}"
 
 
-def _kernel_rows(folder: ResultFolder) -> list[list]:
+def _shown_unit(unit: str) -> str:
+    return "%" if unit == "fraction" else (unit or "value")
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, (int, float, str, bool))
+
+
+def _kernel_rows(folder: ResultFolder, headline: list) -> list[list]:
     rows = []
     for p in folder.points:
-        r = p.result
-        if r["kind"] in NETWORK_KERNELS:
-            for k in NETWORK_KERNELS[r["kind"]]:
-                if f"{k}_ns" not in r:
-                    continue
-                rows.append(_point_cells(folder, p) + [
-                    k, (_num(units.ns_to_us(r[f"{k}_ns"])),), (_num(units.ns_to_us(r[f"bound_{k}_ns"])),),
-                    (_num(r[f"{k}_sim_over_bound"]),), ("&ndash;",), (_num(r[f"{k}_GBps"], 1),),
-                    network_kernel_bottleneck(r, k)])
-        else:
-            span, bound = r["makespan_ns"], r.get("roofline_ns", 0.0)
+        for k in p.result.kernels:
+            own = {f.name: f.value for f in k.figures if f.headline and _scalar(f.value)}
+            busy = k.bottleneck_util_frac
             rows.append(_point_cells(folder, p) + [
-                r["kind"], (_num(units.ns_to_us(span)),),
-                (_num(units.ns_to_us(bound)) if bound else "&ndash;",),
-                (_num(span / bound) if bound else "&ndash;",),
-                (_num(r.get("tflops"), 1) if r.get("flops") else "&ndash;",), ("&ndash;",), r["bottleneck"]])
+                k.name, (_num(units.ns_to_us(k.time_ns)),),
+                (_num(units.ns_to_us(k.bound_ns)) if k.bound_ns else "&ndash;",),
+                (_num(k.sim_over_bound) if k.bound_ns else "&ndash;",)]
+                + [(_fmt(own[name], unit) if name in own else "&ndash;",) for name, unit in headline]
+                + [k.bottleneck or "&ndash;", (_num(100 * busy, 1) if busy is not None else "&ndash;",)])
     return rows
+
+
+def _transposed(folder: ResultFolder, figures_of) -> str:
+    """A table of the scalar figures ``figures_of(point)`` gives: a row per figure, a column
+    per point (a run: one column)."""
+    names: dict = {}
+    for p in folder.points:
+        for f in figures_of(p):
+            if _scalar(f.value):
+                names.setdefault(f.name, f.unit)
+    if not names:
+        return ""
+    columns = [("figure", "name"), ("unit", "text")] + [(p.label, "value") for p in folder.points]
+    rows = []
+    for name, unit in names.items():
+        cells = [name, _shown_unit(unit)]
+        for p in folder.points:
+            f = next((f for f in figures_of(p) if f.name == name), None)
+            cells.append(("&ndash;",) if f is None else f.value if isinstance(f.value, str)
+                         else (_fmt(f.value, f.unit),))
+        rows.append(cells)
+    return _table(columns, rows)
+
+
+def _mapping_table(folder: ResultFolder, kernel: str, name: str) -> str:
+    """A mapping figure of ``kernel``: a row per point, a column per key (nested keys a / b)."""
+    values, unit = [], ""
+    for p in folder.points:
+        k = p.result.kernel(kernel)
+        f = k.figure(name) if k is not None else None
+        if f is not None and isinstance(f.value, dict):
+            flat = {}
+            for key, v in f.value.items():
+                if isinstance(v, dict):
+                    flat.update({f"{key} / {sub}": x for sub, x in v.items()})
+                else:
+                    flat[key] = v
+            values.append((p, flat))
+            unit = f.unit
+    keys = list(dict.fromkeys(key for _, flat in values for key in flat))
+    if not keys:
+        return ""
+    text_only = all(isinstance(v, str) for _, flat in values for v in flat.values())
+    columns = _point_columns(folder) + [(key, "text" if text_only else _shown_unit(unit)) for key in keys]
+    rows = [_point_cells(folder, p) + [(_fmt(flat[key], unit),) if key in flat and not isinstance(flat[key], str)
+                                       else flat.get(key, "&ndash;") for key in keys] for p, flat in values]
+    return f"<h3>{_esc(kernel)}: {_esc(name)}</h3>" + _table(columns, rows)
+
+
+def _records_table(folder: ResultFolder, kernel: str, name: str) -> str:
+    """A list-of-records figure of ``kernel`` (hottest links): a row per record."""
+    rows, fields = [], {}
+    for p in folder.points:
+        k = p.result.kernel(kernel)
+        f = k.figure(name) if k is not None else None
+        if f is None or not isinstance(f.value, list):
+            continue
+        for rec in f.value:
+            if isinstance(rec, dict):
+                for key, v in rec.items():
+                    fields.setdefault(key, "text" if isinstance(v, str) else (unit_of(f"_{key}") or "value"))
+                rows.append((p, rec))
+    if not rows:
+        return ""
+    columns = _point_columns(folder) + [(key, _shown_unit(u) if u != "text" else "text") for key, u in fields.items()]
+    cells = [_point_cells(folder, p) + [rec.get(key, "&ndash;") if fields[key] == "text"
+                                        else (_fmt(rec.get(key), fields[key]),) for key in fields]
+             for p, rec in rows]
+    return f"<h3>{_esc(kernel)}: {_esc(name)}</h3>" + _table(columns, cells)
 
 
 def _tables(folder: ResultFolder) -> list[str]:
     pc = _point_columns(folder)
+    # a kernel's headline figures by their own names: a row per kernel shows its own
+    headline = list(dict.fromkeys((f.name, f.unit) for p in folder.points for k in p.result.kernels
+                                  for f in k.figures if f.headline and _scalar(f.value)
+                                  and not isinstance(f.value, (str, bool))))
     out = ["<h2>Kernels</h2>",
-           "<p>Simulated / bound = kernel time over its analytical lower bound (roofline for chip "
-           "kernels: compute, L2 and HBM at peak rates; DeepEP and transport: the busiest port's bytes / "
-           "bandwidth, or a rank's payload / its URMA ceiling if that is longer). DeepEP bandwidth: received tokens (self-rank included) x logical bytes per token "
-           "/ kernel time, mean over ranks; transport: payload put per sending rank / time.</p>",
-           _table(pc + [("kernel", "name"), ("time", "us"), ("bound", "us"), ("simulated / bound", "ratio"),
-                        ("achieved", "TFLOPS"), ("bandwidth", "GB/s per rank"), ("bottleneck", "resource")],
-                  _kernel_rows(folder))]
-    chip = [p for p in folder.points if p.result["kind"] not in NETWORK_KERNELS]
-    if chip:
-        out += ["<h2>Chip memory traffic</h2>", _table(
-            pc + [("L2 traffic", "GB"), ("L2", "GB/s"), ("L2", "% of peak"),
-                  ("HBM traffic", "GB"), ("HBM", "GB/s"), ("HBM", "% of peak")],
-            [_point_cells(folder, p) + [
-                (_num(p.result.get("l2_bytes", 0) / units.BYTES_PER_GB),), (_num(p.result.get("l2_GBps"), 0),),
-                (_num(100 * p.result.get("l2_util_frac", 0.0), 1),),
-                (_num(p.result.get("hbm_bytes", 0) / units.BYTES_PER_GB),), (_num(p.result.get("hbm_GBps"), 0),),
-                (_num(100 * p.result.get("hbm_util_frac", 0.0), 1),)] for p in chip])]
-    pipes = sorted({k for p in folder.points for k in p.result.get("pipe_busy_frac", {})})
-    if pipes:
-        out += ["<h2>Pipe busy fractions</h2>", _table(
-            pc + [(k, "% of makespan") for k in pipes],
-            [_point_cells(folder, p) + [(_num(100 * p.result["pipe_busy_frac"][k], 1)
-                                         if k in p.result["pipe_busy_frac"] else "&ndash;",) for k in pipes]
-             for p in folder.points if p.result.get("pipe_busy_frac")])]
-    links = []
-    for p in folder.points:
-        for k in ALL_NETWORK_KERNELS:
-            for h in p.result.get(f"{k}_hottest_links", []):
-                links.append(_point_cells(folder, p) + [k, h["link"], (_num(h["bytes"] / units.BYTES_PER_GB),),
-                                                        (_num(100 * h["util_frac"], 1),)])
-    if links:
-        out += ["<h2>Hottest links</h2>", _table(
-            pc + [("kernel", "name"), ("link", "name"), ("traffic", "GB"), ("busy", "% of kernel time")], links)]
-    for k in ALL_NETWORK_KERNELS:
-        runs = [p for p in folder.points if p.result.get(f"{k}_phases_us")]
-        names = list(dict.fromkeys(n for p in runs for n in p.result[f"{k}_phases_us"]))
-        if runs:
-            what = f"DeepEP {k}" if k in DEEPEP_KERNELS else k.capitalize()
-            out += [f"<h2>{what} phases (first sending rank)</h2>", _table(
-                pc + [(n, "us") for n in names],
-                [_point_cells(folder, p) + [(_num(p.result[f"{k}_phases_us"].get(n)),) for n in names]
-                 for p in runs])]
-    return out
+           "<p>Simulated / bound = a kernel's time over its analytical lower bound, as its kind states "
+           "it (chip kernels: compute, L2 and HBM at peak rates; network kernels: the busiest port's "
+           "bytes / bandwidth, or a rank's payload / its URMA ceiling). The other columns are the "
+           "figures each kind declares as its headline.</p>",
+           _table(pc + [("kernel", "name"), ("time", "us"), ("bound", "us"), ("simulated / bound", "ratio")]
+                  + [(n, _shown_unit(u)) for n, u in headline]
+                  + [("bottleneck", "resource"), ("bottleneck busy", "% of kernel time")],
+                  _kernel_rows(folder, headline))]
+    run_figures = _transposed(folder, lambda p: p.result.figures)
+    if run_figures:
+        out += ["<h2>Run figures</h2>", run_figures]
+    for kernel in dict.fromkeys(k.name for p in folder.points for k in p.result.kernels):
+        out.append(f"<h2>Kernel {_esc(kernel)}</h2>")
+        out.append(_transposed(folder, lambda p: (p.result.kernel(kernel).figures
+                                                 if p.result.kernel(kernel) else ())))
+        names = dict.fromkeys(f.name for p in folder.points if p.result.kernel(kernel)
+                              for f in p.result.kernel(kernel).figures)
+        for name in names:
+            out.append(_mapping_table(folder, kernel, name))
+            out.append(_records_table(folder, kernel, name))
+    return [part for part in out if part]
 
 
 def _figure(png: bytes, alt: str, caption: str) -> str:
@@ -157,36 +211,34 @@ def _figure(png: bytes, alt: str, caption: str) -> str:
             f"<figcaption>{_esc(caption)}</figcaption></figure>")
 
 
-def _plots(folder: ResultFolder, cases_path=None) -> list[str]:
+def _plots(folder: ResultFolder, published=()) -> list[str]:
     out = []
     pts = folder.points
-    if plots.has_bandwidth(pts):
-        workload = str(plots.bandwidth_points(pts)[0].result.get("workload", ""))
-        published = plots.published_points(workload, cases_path)
-        out.append(_figure(plots.bandwidth_vs_ep_png(pts, published, f"{workload}: bandwidth vs EP size"),
-                           "bandwidth vs EP size",
-                           "Bandwidth per rank (GB/s: DeepEP dispatch and combine, or transport puts) against "
-                           "the EP size; stars: the published figures of validation/published.yaml, error bars "
-                           "their tolerance."))
-    with_util = [p for p in pts if p.network_util]
-    for p in with_util[:MAX_HEATMAPS]:
-        out.append(_figure(plots.link_heatmap_png(p.network_util, title=p.label), f"link utilization {p.label}",
-                           f"{p.label}: busy fraction of each network link per time bin (busiest links on top)."))
-        if plots.has_chip_series(p.network_util):
-            out.append(_figure(plots.chip_heatmap_png(p.network_util, title=p.label),
-                               f"chip utilization {p.label}",
-                               f"{p.label}: busy fraction of each rank's HBM and URMA send / receive "
-                               "ceiling per time bin (ranks with the busiest URMA on top)."))
-    if len(with_util) > MAX_HEATMAPS:
-        out.append(f"<p>Link heat maps of {len(with_util) - MAX_HEATMAPS} further points not shown.</p>")
-    if plots.has_pipes(pts):
-        out.append(_figure(plots.pipe_busy_png(pts), "pipe busy fractions",
-                           "Mean busy fraction of each pipe over the makespan, per core kind."))
-    if plots.has_roofline(pts):
+    for field in plots.sweep_fields(pts, folder.params)[:1]:
+        try:
+            png = plots.sweep_png(pts, field, published, f"{folder.workload}: headline figures against {field}")
+        except ValueError:
+            continue
+        out.append(_figure(png, f"headline figures against {field}",
+                           f"Each headline figure against {field}, one panel per unit; stars: the published "
+                           "figures of the validation file at that value, error bars their tolerance."))
+    with_series = [p for p in pts if p.result.series]
+    for p in with_series[:MAX_HEATMAPS]:
+        for name in dict.fromkeys(s.name for s in p.result.series):
+            group = [s for s in p.result.series if s.name == name]
+            out.append(_figure(plots.series_png(group, title=p.label), f"{name} {p.label}",
+                               f"{p.label}: {group[0].doc or name} per time bin ({group[0].unit}), one panel "
+                               "per kernel, the busiest rows on top."))
+    if len(with_series) > MAX_HEATMAPS:
+        out.append(f"<p>Time series of {len(with_series) - MAX_HEATMAPS} further points not shown.</p>")
+    for kernel, name in plots.fraction_bar_candidates(pts):
+        out.append(_figure(plots.fraction_bars_png(pts, kernel, name), f"{kernel} {name}",
+                           f"{kernel}: {name} per run, one panel per key group."))
+    if plots.roofline_points(pts):
         out.append(_figure(plots.roofline_png(pts), "roofline position",
-                           "x: the TFLOPS at the kernel's roofline bound (flops / roofline_ns); y: achieved "
-                           "TFLOPS (flops / makespan_ns). On the diagonal a kernel runs at its bound; its "
-                           "distance below is the simulated/bound ratio."))
+                           "x: the TFLOPS at the kernel's bound (flops / bound); y: achieved TFLOPS "
+                           "(flops / time). On the diagonal a kernel runs at its bound; its distance below "
+                           "is the simulated/bound ratio."))
     if plots.has_layer(pts):
         out.append(_figure(plots.layer_breakdown_png(pts, "MoE layer: where the time goes"),
                            "MoE layer breakdown",
@@ -197,12 +249,13 @@ def _plots(folder: ResultFolder, cases_path=None) -> list[str]:
     for p in strips[:MAX_HEATMAPS]:
         out.append(_figure(plots.rank_strip_png(p, title=p.label), f"per-rank breakdown {p.label}",
                            f"{p.label}: every rank's compute, exposed communication and wait; "
-                           f"{p.result.get('straggler_reason', '')}"))
+                           f"{p.result.details.get('straggler_reason', '')}"))
     return (["<h2>Plots</h2>"] + out) if out else []
 
 
-def render_html(folder: ResultFolder, cases_path=None) -> str:
-    """The report page of ``folder`` (see the module docstring)."""
+def render_html(folder: ResultFolder, published=()) -> str:
+    """The report page of ``folder`` (see the module docstring); ``published``: records of
+    the validation file to plot beside the model (``simnode.report.plots``)."""
     what = "sweep" if folder.is_sweep else "run"
     title = f"simnode report: {folder.workload} ({folder.kind} {what})"
     parts = [f"<h1>{_esc(title)}</h1>",
@@ -211,23 +264,19 @@ def render_html(folder: ResultFolder, cases_path=None) -> str:
     if folder.is_sweep:
         parts.append(_table([("swept field", "name"), ("values", "as given")],
                             [[k, ", ".join(map(str, v))] for k, v in folder.params.items()]))
-    by_unit = [p.result.get("busiest_pipe_by_unit", {}) for p in folder.points]
-    kinds = sorted({k for b in by_unit for k in b})        # chip runs: "aic", "aiv"; DeepEP: none
-    busy = [p.result.get("bottleneck_util_frac") for p in folder.points]
+    busy = [p.result.bottleneck_util_frac for p in folder.points]
     with_busy = any(u is not None for u in busy)
     busy_cols = [("bottleneck busy", "% of makespan")] if with_busy else []
-    bottlenecks = [[p.label, p.result["bottleneck"]]
+    bottlenecks = [[p.label, p.result.bottleneck]
                    + ([(_num(100 * u, 1) if u is not None else "&ndash;",)] if with_busy else [])
-                   + [b.get(k, ("&ndash;",)) for k in kinds]
-                   for p, b, u in zip(folder.points, by_unit, busy)]
+                   for p, u in zip(folder.points, busy)]
     parts.append("<h2>Bottleneck of each run</h2>")
     if any(u is not None and u < SATURATED_FRAC for u in busy):
-        parts.append(f"<p>A chip run's bottleneck is its busiest pipe or memory. Below "
-                     f"{100 * SATURATED_FRAC:.0f}% busy it does not set the time by itself: the run "
-                     f"waits on dependencies and latencies (idle_on_flags_frac in its result).</p>")
-    parts.append(_table([("run", "name"), ("bottleneck", "resource")] + busy_cols
-                        + [(f"busiest {k.upper()} pipe", "pipe") for k in kinds], bottlenecks))
-    parts += _tables(folder) + _plots(folder, cases_path)
+        parts.append(f"<p>A run's bottleneck is its busiest resource. Below {100 * SATURATED_FRAC:.0f}% "
+                     f"busy it does not set the time by itself: the run waits on dependencies and "
+                     f"latencies (for a chip run, idle_on_flags_frac).</p>")
+    parts.append(_table([("run", "name"), ("bottleneck", "resource")] + busy_cols, bottlenecks))
+    parts += _tables(folder) + _plots(folder, published)
     config = folder.path / "config.json"
     if config.exists() and not folder.is_sweep:
         text = json.dumps(read_json(config, dict, "the run's configuration"), indent=2)
@@ -259,12 +308,12 @@ def check_output_path(path, source: str = "-o", key: str = "output") -> Path:
     return out
 
 
-def _corrupted_point(folder: ResultFolder, cases_path) -> Path:
+def _corrupted_point(folder: ResultFolder, published) -> Path:
     """The result.json whose point alone fails to render (else the folder itself)."""
     if len(folder.points) > 1:
         for p in folder.points:
             try:
-                render_html(ResultFolder(folder.path, folder.is_sweep, folder.params, [p]), cases_path)
+                render_html(ResultFolder(folder.path, folder.is_sweep, folder.params, [p]), published)
             except _CONTENT_ERRORS:
                 return (p.dir or folder.path) / "result.json"
             except ConfigError:
@@ -272,7 +321,7 @@ def _corrupted_point(folder: ResultFolder, cases_path) -> Path:
     return folder.path
 
 
-def write_report(result_dir, out_path=None, cases_path=None) -> Path:
+def write_report(result_dir, out_path=None, published=()) -> Path:
     """Write the report of ``result_dir`` to ``out_path`` (default RESULT_DIR/report.html).
     User mistakes (an empty, missing or corrupted folder; an output path that is empty, a
     folder, in a missing folder or not writable) raise ``ConfigError``; the output path is
@@ -288,9 +337,9 @@ def write_report(result_dir, out_path=None, cases_path=None) -> Path:
         raise ConfigError(*option, str(out), "a new file or an .html file: this one is part of the "
                           "results the report reads, and writing the page over it would lose them")
     try:
-        page = render_html(folder, cases_path)
+        page = render_html(folder, published)
     except _CONTENT_ERRORS as exc:
-        where = _corrupted_point(folder, cases_path)
+        where = _corrupted_point(folder, published)
         raise ConfigError(str(where), "", f"<{type(exc).__name__}: {exc}>",
                           f"{LAYOUTS}, with the fields the report reads", CORRUPTED) from None
     try:

@@ -1,5 +1,5 @@
 """Tile programs: kernels written the way TileLang's Ascend backend writes them (facts
-moe-layer 4), lowered to the instruction records the pipe engine runs (``simnode.kernels.isa``).
+moe-layer 4), lowered to the instruction records the pipe engine runs (``simnode.instr.isa``).
 
 A program is a Python file with one ``@T.program`` function (``import simnode.tile.lang as
 T``); its parameters are the workload's fields. The package is pure (no SimPy):

@@ -24,11 +24,16 @@ import linecache
 import re
 
 from simnode.config.chip import ChipSpec
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile import dtypes
 from simnode.tile.regions import SCOPE_UNIT, Buffer, Phys, Tensor
 from simnode.tile.site import caller, fail
 from simnode.tile.sync import CoreEmitter
+
+#: the most instructions a program may record: 3.5x the GQA forward's 6.8 M (the largest
+#: shipped program), ~2.7 GB at the ~110 B an instruction takes through the run (tile-gemm:
+#: 1.27 M instructions, 208 MB peak), under the 4 GiB a run may use
+MAX_RECORDED_OPS = 24_000_000
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("simnode_tile_builder", default=None)
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
@@ -60,6 +65,7 @@ class Builder:
     """State of one program build on one chip (see the module docstring)."""
 
     def __init__(self, chip: ChipSpec, keep_meta: bool = False):
+        self.recorded = 0                  #: instructions the program recorded so far
         self.chip = chip
         self.keep_meta = keep_meta
         self.aivs_per_core = chip.aiv_per_core
@@ -263,6 +269,11 @@ class Builder:
         return (ph, lo, hi, ph.gen)
 
     def record(self, op) -> None:
+        self.recorded += 1
+        if self.recorded > MAX_RECORDED_OPS:
+            fail(f"the program records more than {MAX_RECORDED_OPS:,} instructions: a run holds every "
+                 f"one in memory (~110 B each, with its flags), and this many would pass the 4 GiB a "
+                 f"run may use; make its shape smaller", op.at)
         if self.sink is None:
             self.cores[op.core].emit(op)
         else:

@@ -10,7 +10,7 @@ checked against the data: ``simnode.tile.verify`` does that on the lowered progr
 
 from __future__ import annotations
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile.site import caller, fail
 from simnode.tile.sync import TileOp
 

@@ -9,7 +9,7 @@ flag never set is an error naming the program line, before anything runs.
 
 from __future__ import annotations
 
-from simnode.kernels.schedule import BufferUse, CoreProgram, KernelSchedule
+from simnode.instr.schedule import BufferUse, CoreProgram, KernelSchedule
 from simnode.tile import verify
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile import dtypes
 from simnode.tile.builder import current as _builder
 from simnode.tile.regions import Region, resolve_point, whole

@@ -21,6 +21,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from simnode.config import params as declarations
 from simnode.errors import ConfigError, ScheduleError, SimnodeError
 from simnode.tile.site import FRAMEWORK, fmt
 
@@ -32,15 +33,16 @@ RESERVED = ("kind", "program")
 
 @dataclass(frozen=True)
 class Param:
-    """``T.param(default, doc=, choices=, min=)``: a documented program parameter."""
+    """``T.param(default, doc=, choices=, min=, unit=)``: a documented program parameter."""
     default: object = _REQUIRED
     doc: str = ""
     choices: tuple = ()
     min: float | None = None
+    unit: str | None = None              #: None: read off the name's suffix (``_ns``, ``_bytes``)
 
 
-def param(default=_REQUIRED, doc: str = "", choices=(), min=None) -> Param:  # noqa: A002
-    return Param(default, doc, tuple(choices), min)
+def param(default=_REQUIRED, doc: str = "", choices=(), min=None, unit=None) -> Param:  # noqa: A002
+    return Param(default, doc, tuple(choices), min, unit)
 
 
 def program(fn=None):
@@ -55,10 +57,11 @@ def program(fn=None):
 class ParamSpec:
     name: str
     type: str                 #: "int", "number", "bool", "str" (workload Field types)
-    default: object           #: registry.REQUIRED when the workload must give it
+    default: object           #: _REQUIRED when the workload must give it
     doc: str
     choices: tuple
     min: float | None
+    unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,12 @@ class ProgramSpec:
     params: tuple             #: ParamSpec
 
     def fields(self) -> tuple:
-        from simnode.workloads.registry import REQUIRED, Field
-        return tuple(Field(p.name, p.type, REQUIRED if p.default is _REQUIRED else p.default,
-                           p.doc or f"parameter of {self.path.name}", p.choices, p.min)
-                     for p in self.params)
+        """The parameters as workload fields (``simnode.config.params.Param``), declared by
+        the program's signature."""
+        return tuple(declarations.Param.flat(
+            p.name, p.type, declarations.REQUIRED if p.default is _REQUIRED else p.default,
+            p.doc or f"parameter of {self.path.name}", p.choices, p.min, unit=p.unit)
+            for p in self.params)
 
 
 def load(path, source: str, key: str = "program") -> ProgramSpec:
@@ -115,9 +120,9 @@ def _params(fn, path: Path, source: str, key: str) -> tuple:
             raise ConfigError(source, key, str(path), f"no parameter named {name} ({where}): the "
                               f"workload uses that key itself")
         d = prm.default
-        doc, choices, mn = "", (), None
+        doc, choices, mn, unit = "", (), None, None
         if isinstance(d, Param):
-            d, doc, choices, mn = d.default, d.doc, d.choices, d.min
+            d, doc, choices, mn, unit = d.default, d.doc, d.choices, d.min, d.unit
         ann = prm.annotation
         typ = _TYPES.get(ann) if ann is not _REQUIRED else None
         if typ is None and ann is _REQUIRED and d is not _REQUIRED:
@@ -127,7 +132,7 @@ def _params(fn, path: Path, source: str, key: str) -> tuple:
                               f"bool or str ({where} has {ann!r})")
         if d is not _REQUIRED and typ == "number" and isinstance(d, int) and not isinstance(d, bool):
             d = float(d)
-        out.append(ParamSpec(name, typ, d, doc, choices, mn))
+        out.append(ParamSpec(name, typ, d, doc, choices, mn, unit))
     return tuple(out)
 
 

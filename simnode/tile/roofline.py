@@ -20,8 +20,7 @@ from __future__ import annotations
 import math
 
 from simnode.config.chip import DTYPE_BITS, GM_PATHS
-from simnode.kernels import isa
-from simnode.report.result import PIPE_NAMES
+from simnode.instr import isa
 
 
 def _durations(chip):
@@ -90,8 +89,8 @@ def bounds(chip, sched, builder) -> dict:
     hbm_bytes = sum(t.nbytes * (int(t.read) + int(t.written)) for t in builder.tensors.values())
     hbm_ns = hbm_bytes / chip.memory.hbm_bandwidth_GBps
     l2_ns = gm_bytes / chip.memory.l2_bandwidth_GBps
-    terms = {"compute_ns": (compute_ns, PIPE_NAMES["aic.m"]), "vector_ns": (vector_ns, PIPE_NAMES["aiv.v"]),
-             "pipe_ns": (busiest_ns, PIPE_NAMES.get(busiest, busiest)),
+    terms = {"compute_ns": (compute_ns, isa.PIPE_NAMES["aic.m"]), "vector_ns": (vector_ns, isa.PIPE_NAMES["aiv.v"]),
+             "pipe_ns": (busiest_ns, isa.PIPE_NAMES.get(busiest, busiest)),
              "hbm_ns": (hbm_ns, "HBM bandwidth"), "l2_ns": (l2_ns, "L2 bandwidth")}
     term = max(terms, key=lambda k: (terms[k][0], k == "pipe_ns"))
     dt = builder.gemms[0][3] if builder.gemms else "bf16"

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile.site import fail, fmt
 
 

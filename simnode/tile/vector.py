@@ -24,7 +24,7 @@ written is updated in place (its data is not new).
 
 from __future__ import annotations
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile import dtypes
 from simnode.tile.regions import Buffer, Region, whole
 from simnode.tile.site import caller, fail

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile.site import fail, fmt
 
 

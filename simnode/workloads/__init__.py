@@ -1,6 +1,7 @@
 """Workloads: YAML files naming a kind and its parameters.
 
-``registry`` maps kind names to ``WorkloadKind`` plug-ins (fields with defaults, a
-runner); ``loader.load_workload`` reads a file, applies ``--set`` overrides and
-validates it. Kinds register themselves on import of ``simnode.workloads.kinds``.
+``registry`` maps kind names to ``WorkloadKind`` plug-ins (declared fields, a runner, a
+size check, a cost estimate); ``loader.load_inputs`` parses a topology and a workload file
+with ``--set`` overrides once into a ``RunSpec``. Kinds register themselves on first use
+(``kinds.BUILTIN``).
 """

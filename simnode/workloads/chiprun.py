@@ -1,8 +1,9 @@
 """Run one kernel schedule on one chip, with optional tracing: shared by chip kinds.
 
 ``run_schedule(topology, schedule, options)`` -> ``ChipRun``; ``chip_kind_result`` runs
-a schedule and builds the kind's ``Result`` (the generator's meta as details, plus the
-L2 hit share, the instruction count and the roofline bounds). With a trace path, the
+a schedule and builds the kind's ``Result``: one kernel record with the chip's measures
+(FLOPs, TFLOPS, pipe busy shares, L2 and HBM traffic), the generator's meta, the L2 hit
+share, the instruction count and the roofline bounds (``simnode.report.result``). With a trace path, the
 pipes become threads of a "chip0" process and the L2 and HBM bandwidth in use
 become counter tracks (written only when they change).
 """
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import simpy
 
+from simnode import units
 from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER, Tracer
 from simnode.hardware.chip import ChipRun, ChipSim
+from simnode.instr import isa
 from simnode.progress import Progress
-from simnode.workloads.registry import RunOptions
+from simnode.report.result import Figure, KernelRecord, Result, fig
+from simnode.workloads.registry import ALWAYS, RunOptions
 
 
 def run_schedule(topology, schedule, options: RunOptions | None = None,
@@ -25,7 +29,8 @@ def run_schedule(topology, schedule, options: RunOptions | None = None,
     options = options or RunOptions()
     tracer = Tracer(options.trace_path, options.trace_scopes or None) if options.trace_path \
         else NULL_TRACER
-    clock = _ChipClock(label, bound_ns) if options.progress and bound_ns > 0 else None
+    clock = (_ChipClock(label, bound_ns, options.progress == ALWAYS) if options.progress and bound_ns > 0
+             else None)
     if clock is not None and not clock.bar.enabled:
         clock = None                        # not a terminal: no hook on the hot path
     try:
@@ -52,8 +57,9 @@ class _ChipClock:
     """Progress of a chip run on a terminal: simulated us against the roofline bound, redrawn
     once per 1% of the bound (the fluid share calls it on every rate change)."""
 
-    def __init__(self, label: str, bound_ns: float):
-        self.bar = Progress(max(1, round(bound_ns / 1000)), f"{label}, simulated/bound us")
+    def __init__(self, label: str, bound_ns: float, always: bool = False):
+        self.bar = Progress(max(1, round(bound_ns / 1000)), f"{label}, simulated/bound us",
+                            enabled=True if always else None)
         self.step_ns = bound_ns / 100
         self.next_ns = 0.0
 
@@ -64,19 +70,87 @@ class _ChipClock:
 
 
 def chip_kind_result(name: str, kind: str, topology, schedule, options, bound: dict | None = None,
-                     extra: dict | None = None):
-    """Run ``schedule`` and return its Result; ``bound`` holds ``bound_ns`` and its terms."""
-    from simnode.report.result import chip_result
+                     extra: dict | None = None, after=None):
+    """Run ``schedule`` and return (Result, ChipRun): one ``top`` kernel record whose figures are
+    the chip's measures, the generator's meta, ``extra``, the bound terms (``bound`` holds
+    ``bound_ns`` and its terms), and ``after(run)`` -> more figures (a dict, or Figures)."""
     run = run_schedule(topology, schedule, options, (bound or {}).get("bound_ns", 0.0), name)
-    details = {k: v for k, v in schedule.meta.items() if k != "kind"}
-    details.update(extra or {})
     bound = bound or {}
+    chip = topology.chip
+    span = run.makespan_ns
+    busy = run.busy_frac()
+    l2_GBps = run.l2_bytes / span if span else 0.0
+    hbm_GBps = run.hbm_bytes / span if span else 0.0
+    l2_util = l2_GBps / chip.memory.l2_bandwidth_GBps
+    hbm_util = hbm_GBps / chip.memory.hbm_bandwidth_GBps
+    flops = schedule.flops
+    tflops = units.tflops(flops, span)
+    figures = [fig("flops", flops, "FLOP", "cube work: 2 x m x n x k summed over the MMADs", digits=None),
+               fig("tflops", tflops, "TFLOPS", "achieved: flops / makespan", digits=3, headline=bool(flops)),
+               fig("pipe_busy_frac", busy, "fraction", "mean busy share of each pipe kind over the "
+                   "units that ran it", headline=True),
+               fig("l2_bytes", run.l2_bytes, "B", "bytes through L2", digits=0),
+               fig("l2_GBps", l2_GBps, digits=3), fig("l2_util_frac", l2_util, doc="share of L2 bandwidth"),
+               fig("hbm_bytes", run.hbm_bytes, "B", "bytes to and from HBM", digits=0),
+               fig("hbm_GBps", hbm_GBps, digits=3), fig("hbm_util_frac", hbm_util, doc="share of HBM bandwidth")]
+    values = {k: v for k, v in schedule.meta.items() if k != "kind"}
+    values.update(extra or {})
     for term in ("compute_ns", "l2_ns", "hbm_ns"):
         if term in bound:
-            details[f"bound_{term}"] = bound[term]
-    details["l2_hit_frac"] = run.l2_hits / max(1, run.l2_hits + run.l2_misses)
-    details["instructions"] = schedule.num_instructions()
-    return chip_result(name, kind, run, topology.chip, bound.get("bound_ns", 0.0), details), run
+            values[f"bound_{term}"] = bound[term]
+    values["l2_hit_frac"] = run.l2_hits / max(1, run.l2_hits + run.l2_misses)
+    values["instructions"] = schedule.num_instructions()
+    figures += [v if isinstance(v, Figure) else fig(k, v) for k, v in values.items()]
+    figures += [fig("busiest_pipe_by_unit", busiest_by_unit(busy), "",
+                    "per core kind, its busiest pipe: the one that would bind if the other kind's work were free"),
+                fig("idle_on_flags_frac", flag_waits(run), "fraction",
+                    "per pipe kind, the share of the run it sat idle on flags, by who sets them")]
+    if after is not None:
+        more = after(run)
+        figures += [v if isinstance(v, Figure) else fig(k, v) for k, v in
+                    (more.items() if isinstance(more, dict) else ((f.name, f) for f in more))]
+    util, label = _busiest(busy, l2_util, hbm_util)
+    record = KernelRecord(kind, span, bound.get("bound_ns", 0.0), label, util, tuple(figures), flat="top")
+    return Result(name, kind, span, label, (record,), roofline_ns=bound.get("bound_ns", 0.0),
+                  bottleneck_util_frac=util), run
+
+
+def flag_waits(run, min_frac: float = 0.01) -> dict[str, dict[str, float]]:
+    """Per pipe kind, the mean fraction of the run it sat idle on flags, by the pipe (same
+    unit) or unit (cross-core) that sets them: where a pipe's time goes when it is not busy.
+    Entries under ``min_frac`` are left out."""
+    total, count = {}, {}
+    span = run.makespan_ns or 1.0
+    for (_core, unit, pipe), st in run.pipe_stats.items():
+        k = f"{isa.unit_kind(unit)}.{pipe}"
+        count[k] = count.get(k, 0) + 1
+        acc = total.setdefault(k, {})
+        for src, ns in st.wait_ns.items():
+            acc[src] = acc.get(src, 0.0) + ns
+    out = {}
+    for k in sorted(total):
+        fr = {src: round(ns / (count[k] * span), 4) for src, ns in sorted(total[k].items())}
+        fr = {src: f for src, f in fr.items() if f >= min_frac}
+        if fr:
+            out[k] = fr
+    return out
+
+
+def _busiest(busy, l2_util: float, hbm_util: float) -> tuple[float, str]:
+    """The most utilized of: every pipe kind, L2 bandwidth, HBM bandwidth."""
+    cands = [(v, isa.PIPE_NAMES.get(k, k)) for k, v in busy.items()]
+    cands += [(l2_util, "L2 bandwidth"), (hbm_util, "HBM bandwidth")]
+    cands.sort(key=lambda c: (-c[0], c[1]))
+    return cands[0]
+
+
+def busiest_by_unit(busy) -> dict[str, str]:
+    """Per core kind ("aic", "aiv"), its busiest pipe: the pipe that would bind if the
+    other kind's work were free, e.g. FixPipe against the cube in S1's 1C1V reasoning."""
+    out = {}
+    for k, v in sorted(busy.items(), key=lambda kv: (-kv[1], kv[0])):
+        out.setdefault(k.split(".", 1)[0], isa.PIPE_NAMES.get(k, k))
+    return dict(sorted(out.items()))
 
 
 class BandwidthCounters:

@@ -10,9 +10,9 @@ them out). Facts 5.6 leaves open whether the Ascend benchmark counts them; upstr
 DeepEP V2's ``tests/ep/test_ep.py`` (deepseek-ai/DeepEP, whose API DeepEP-Ascend
 keeps) does unless ``--ignore-local-traffic`` is given, and its default is off -- with
 the wire bytes, the analytical
-bound, the simulated/bound ratio, the per-phase times and the hottest links, and
-``{kernel}_link_util``: every network link's busy fraction over time (``link_util``;
-large, so ``simnode.outdir`` moves it out of the printed result into network_util.json).
+bound, the simulated/bound ratio, the per-phase times and the hottest links: a kernel
+record each (``simnode.report.result``), and as series every network link's busy
+fraction over time and each rank's HBM and URMA ceiling (``link_series``).
 """
 
 from __future__ import annotations
@@ -22,44 +22,47 @@ import dataclasses
 import numpy as np
 
 from simnode import units
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.moe.deepep import SEND_ORDERS, DeepEPCosts, DeepEPSim
 from simnode.moe.deepep_plan import DeepEPParams, build_plan
 from simnode.moe.routing import iter_route_supernode, load_routing_file
 from simnode.progress import Progress
-from simnode.report.result import Result
-from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import link_util, with_num_ranks
+from simnode.report.result import KernelRecord, Result, fig
+from simnode.workloads.registry import ALWAYS, Field, Reference, WorkloadKind, register
+from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
+                                        with_num_ranks)
 
 FIELDS = (
-    Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0),
-    Field("tokens_per_rank", "int", 16384, "tokens each rank dispatches", min_value=1),
-    Field("hidden", "int", 7168, "hidden size", min_value=128),
-    Field("top_k", "int", 6, "experts per token", min_value=1),
-    Field("num_experts", "int", 256, "routed experts", min_value=1),
-    Field("dispatch_dtype", "str", "fp8", "dispatch payload dtype", ("fp8", "bf16")),
-    Field("combine_dtype", "str", "bf16", "combine payload dtype", ("bf16",)),
+    Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
+          unit="ranks"),
+    *params_of(DeepEPParams),         # tokens_per_rank, hidden, top_k, num_experts, dtypes
     Field("phase", "str", "both", "which kernels to run", ("both", "dispatch", "combine")),
     Field("routing", "str", "uniform", "routing policy", ("uniform", "zipf", "hot", "file")),
-    Field("zipf_exponent", "number", 1.0, "zipf routing exponent", min_value=0),
-    Field("hot_experts", "int", 4, "hot routing: experts 0..N-1 are hot", min_value=1),
-    Field("hot_share", "number", 0.25, "hot routing: share of all picks to hot experts", min_value=0),
+    Field("zipf_exponent", "number", 1.0, "zipf routing exponent", min_value=0, unit="1"),
+    Field("hot_experts", "int", 4, "hot routing: experts 0..N-1 are hot", min_value=1, unit="experts"),
+    Field("hot_share", "number", 0.25, "hot routing: share of all picks to hot experts", min_value=0,
+          max_value=1, unit="fraction"),
     Field("routing_file", "str", "", "routing trace (.npy or .npz) when routing = file"),
-    Field("seed", "int", 0, "routing seed", min_value=0),
-    Field("batch_window_ns", "number", 2000.0, "flow solver batching window (0 = exact)", min_value=0),
+    Field("seed", "int", 0, "routing seed (and jetty_fifo's jitter)", min_value=0, unit="1"),
+    Field("batch_window_ns", "number", 2000.0, "flow solver batching window: completions this close "
+          "are solved together (0 = exact)", min_value=0, max_value=MAX_BATCH_WINDOW_NS),
     Field("send_order", "str", "rank_peer", "sends as one train per (rank, peer), or as each "
           "Jetty's messages in order", SEND_ORDERS),
     Field("jetty_jitter_ns", "number", 0.0, "jetty_fifo: each Jetty starts after a seeded random "
           "delay below this", min_value=0),
-    Field("kernel_launch_ns", "number", doc="kernel launch + InitSocState", min_value=0),
-    Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0),
-    Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0),
+    Field("kernel_launch_ns", "number", doc="kernel launch + InitSocState", min_value=0, origin=""),
+    Field("vf_launch_ns", "number", doc="one SIMT VF launch", min_value=0, origin=""),
+    Field("histogram_ns_per_token", "number", doc="routing VF per token of an AIV's range", min_value=0,
+          origin=""),
     Field("slot_assign_ns_per_token", "number", doc="slot assignment per token of an AIV's range",
-          min_value=0),
-    Field("remote_store_ns", "number", doc="one round of SIMT remote stores or atomics", min_value=0),
+          min_value=0, origin=""),
+    Field("remote_store_ns", "number", doc="one round of SIMT remote stores or atomics", min_value=0,
+          origin=""),
     Field("barrier_ns", "number", doc="a cross-rank barrier's own work, before waiting for peers",
-          min_value=0),
-    Field("reduce_ops_per_element", "number", doc="vector ops per reduced BF16 element", min_value=0),
+          min_value=0, origin=""),
+    Field("reduce_ops_per_element", "number", doc="vector ops per reduced BF16 element", min_value=0,
+          unit="ops/element", origin=""),
 )
 
 _COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
@@ -85,12 +88,26 @@ def _topology_for(topology, params, source: str = "workload"):
         raise ConfigError(source, "tokens_per_rank", params["tokens_per_rank"],
                           f"at most {MAX_TOKENS:,} tokens over all {ranks} ranks (tokens_per_rank x "
                           f"num_ranks): the routing and plan arrays of one run live in memory")
+    check_pairs(ranks * (ranks - 1), ranks, source if n else topology.source,
+                "num_ranks" if n else "supernode.num_ranks")
     _check_routing(params, ranks, source)
     if params["jetty_jitter_ns"] > 0 and params["send_order"] != "jetty_fifo":
         raise ConfigError(source, "jetty_jitter_ns", params["jetty_jitter_ns"],
                           "0 unless send_order is jetty_fifo: only in-order Jetties have start "
                           "times of their own")
     return topology
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: ~0.3 s, plus the routed tokens, plus the flows, one per (rank,
+    peer), whose solves cost more than in proportion (~flows^1.4; 10x as many for in-order
+    Jetties): EP8 ~0.5 s, EP128 ~5 s, EP256 24 s, EP1024 20 minutes (benchmarks/README.md)."""
+    ranks = params["num_ranks"] or topology.supernode.num_ranks
+    flows = ranks * (ranks - 1) * (10 if params["send_order"] == "jetty_fifo" else 1)
+    return 0.3 + 1.5e-6 * params["tokens_per_rank"] * ranks + 4.6e-6 * flows ** 1.4
+
+
+REFERENCE = Reference("DeepEP at EP8 (16384 tokens per rank)", 0.5)
 
 
 def _check_routing(params, num_ranks: int, source: str) -> None:
@@ -152,7 +169,7 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
     show = options is not None and getattr(options, "progress", False)
     try:
         for kind in phases:
-            clock = _SimClock(f"EP{R} {kind}") if show else None
+            clock = _SimClock(f"EP{R} {kind}", show == ALWAYS) if show else None
             sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
                             tracer=tracer, send_order=params["send_order"],
                             jetty_jitter_ns=params["jetty_jitter_ns"], seed=params["seed"],
@@ -170,16 +187,18 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
 
 
 class _SimClock:
-    """A kernel's progress line (on a terminal only): simulated us against the analytical
-    bound, which the kernel cannot beat and typically passes by 5-25%."""
+    """A kernel's progress line (on a terminal, or always with --progress): simulated us
+    against the analytical bound, which the kernel cannot beat and typically passes by 5-25%."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, always: bool = False):
         self.label = label
+        self.always = always
         self.bar = None
 
     def __call__(self, now_ns: float, bound_ns: float) -> None:
         if self.bar is None:
-            self.bar = Progress(max(1, round(bound_ns / 1000)), f"{self.label}, simulated/bound us")
+            self.bar = Progress(max(1, round(bound_ns / 1000)), f"{self.label}, simulated/bound us",
+                                enabled=True if self.always else None)
         self.bar.update(int(now_ns / 1000))
 
     def close(self) -> None:
@@ -188,49 +207,55 @@ class _SimClock:
 
 
 def _result(name, topology, plan, runs, util) -> Result:
-    details = {"num_ranks": topology.supernode.num_ranks,
-               "routing_dest_ranks_per_token": float(plan.pair_tokens.sum() / plan.pair_tokens.shape[0]
-                                                     / plan.params.tokens_per_rank),
-               "byte_convention": "received tokens (self-rank included, as DeepEP's num_recv_tokens) "
-                                  "x logical bytes / kernel time"}
-    total_ns = 0.0
+    figures = [
+        fig("num_ranks", topology.supernode.num_ranks, "ranks", "EP ranks"),
+        fig("routing_dest_ranks_per_token", float(plan.pair_tokens.sum() / plan.pair_tokens.shape[0]
+                                                   / plan.params.tokens_per_rank), "ranks/token",
+            "distinct destination ranks of a token (its top-k experts' ranks)"),
+        fig("byte_convention", "received tokens (self-rank included, as DeepEP's num_recv_tokens) "
+                               "x logical bytes / kernel time", "", "how the kernels' GBps count bytes")]
+    kernels, series = [], []
     hbm_util = 0.0
     bottleneck = ""
     worst = -1.0
     for kind, pr in runs.items():
-        k = pr.kernel_ns
-        g = pr.GBps
-        total_ns += float(k.mean())
-        details[f"{kind}_ns"] = float(k.mean())
-        details[f"{kind}_GBps"] = float(g.mean())
-        details[f"{kind}_GBps_min"] = float(g.min())
-        details[f"{kind}_GBps_max"] = float(g.max())
-        details[f"{kind}_network_GBps"] = float(pr.network_GBps.mean())
-        details[f"bound_{kind}_ns"] = pr.bound_ns
-        details[f"{kind}_sim_over_bound"] = float(k.mean() / pr.bound_ns) if pr.bound_ns else 0.0
-        details[f"{kind}_logical_bytes_per_token"] = pr.logical_bytes_per_token
-        details[f"{kind}_recv_tokens_mean"] = float(pr.recv_tokens.mean())
-        details[f"{kind}_recv_remote_tokens_mean"] = float(pr.recv_remote_tokens.mean())
-        details[f"{kind}_wire_bytes"] = pr.wire_bytes
-        details[f"{kind}_phases_us"] = {n: round(units.ns_to_us(b - a), 3)
-                                        for n, (a, b) in pr.ranks[0].phases.items()}
-        details[f"{kind}_hottest_links"] = [{"link": n, "bytes": b, "util_frac": round(u, 4)}
-                                            for n, b, u in pr.hottest]
-        details[f"{kind}_chip_util_frac"] = pr.resources
-        details[f"{kind}_chip_busiest"] = pr.busiest
+        k, g = pr.kernel_ns, pr.GBps
         miss, stall = _what_if_stalls(topology.supernode, plan, kind)
-        details[f"{kind}_urma_context_miss_frac"] = miss
-        details[f"{kind}_urma_wqe_stall_ns"] = stall
-        details[f"{kind}_solver_recomputes"] = pr.solver_recomputes
-        details[f"{kind}_link_util"] = util[kind]
-        hbm_util = max(hbm_util, pr.resources["hbm"])
         cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
         cands += [(u, pr.busiest[res]) for res, u in pr.resources.items()]
+        k_util, k_label = -1.0, ""
         for u, label in cands:                  # ties (equal to float noise): the first
-            if round(u, 9) > round(worst, 9):
-                worst, bottleneck = u, f"{label} ({kind})"
-    return Result(name, "deepep", total_ns, 0.0, 0.0, bottleneck, {}, 0.0, 0.0, 0.0, 0.0, 0.0,
-                  hbm_util, sum(pr.bound_ns for pr in runs.values()), details)
+            if round(u, 9) > round(k_util, 9):
+                k_util, k_label = u, label
+        if round(k_util, 9) > round(worst, 9):
+            worst, bottleneck = k_util, f"{k_label} ({kind})"
+        hbm_util = max(hbm_util, pr.resources["hbm"])
+        kernels.append(KernelRecord(kind, float(k.mean()), pr.bound_ns, k_label, k_util, (
+            fig("GBps", float(g.mean()), "GB/s", "received tokens x logical bytes / kernel time, mean "
+                "over ranks (byte_convention)", headline=True),
+            fig("GBps_min", float(g.min()), "GB/s", "the slowest rank's GBps"),
+            fig("GBps_max", float(g.max()), "GB/s", "the fastest rank's GBps"),
+            fig("network_GBps", float(pr.network_GBps.mean()), "GB/s",
+                "GBps without the rank's own tokens (they never cross the network)", headline=True),
+            fig("logical_bytes_per_token", pr.logical_bytes_per_token, "B/token", "logical bytes of one record"),
+            fig("recv_tokens_mean", float(pr.recv_tokens.mean()), "tokens", "records a rank receives, "
+                "its own included"),
+            fig("recv_remote_tokens_mean", float(pr.recv_remote_tokens.mean()), "tokens",
+                "records a rank receives from other ranks"),
+            fig("wire_bytes", pr.wire_bytes, "B", "bytes on the wire, headers included"),
+            fig("phases_us", {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in pr.ranks[0].phases.items()},
+                "us", "the first rank's phases"),
+            fig("hottest_links", [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in pr.hottest],
+                "", "the busiest links: bytes and busy fraction of the kernel time"),
+            fig("chip_util_frac", pr.resources, "fraction", "busy share of the busiest rank's chip resources"),
+            fig("chip_busiest", pr.busiest, "", "which rank's resource that is"),
+            fig("urma_context_miss_frac", miss, doc="what-if: WQE share missing the peer-context cache"),
+            fig("urma_wqe_stall_ns", stall, doc="what-if: engine stall per WQE"),
+            fig("solver_recomputes", pr.solver_recomputes, "solves", "rate solves of the flow network"))))
+        series += link_series(kind, util[kind])
+    figures.append(fig("hbm_util_frac", hbm_util, doc="the busiest rank's HBM busy share, either kernel"))
+    return Result(name, "deepep", sum(k.time_ns for k in kernels), bottleneck, tuple(kernels),
+                  tuple(figures), tuple(series), roofline_ns=sum(pr.bound_ns for pr in runs.values()))
 
 
 def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
@@ -248,4 +273,5 @@ def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
 
 
 KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
-                             needs_supernode=True, check=_topology_for))
+                             needs_supernode=True, check=_topology_for, records=(DeepEPCosts,),
+                             cost=cost, reference=REFERENCE))

@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
-FIELDS = (
-    Field("m", "int", doc="rows of A and C", min_value=1),
-    Field("n", "int", doc="columns of B and C", min_value=1),
-    Field("k", "int", doc="reduction length", min_value=1),
-    Field("dtype", "str", "bf16", "input dtype of A and B", ("bf16", "fp16", "fp8", "fp4")),
-    Field("out_dtype", "str", "bf16", "dtype of C", ("bf16", "fp16", "fp32")),
-    Field("block_m", "int", 0, "BLOCK_M (0 = heuristic)", min_value=0),
-    Field("block_n", "int", 0, "BLOCK_N (0 = heuristic)", min_value=0),
-    Field("block_k", "int", 0, "BLOCK_K per L1 stage (0 = heuristic)", min_value=0),
-    Field("l1_stages", "int", 0, "L1 buffering stages (0 = heuristic)", min_value=0),
-    Field("swizzle_rows", "int", 4, "block-rows per swizzle group", min_value=1),
-    Field("num_cores", "int", 0, "AI cores used (0 = all)", min_value=0),
-)
+FIELDS = params_of(GemmParams)
 
 
 #: the most tile steps (output tiles x K blocks) one GEMM run may simulate: 70x the
 #: published 4096x7168x16384 case, ~3 minutes and ~2.5 GB (the schedule is held in memory)
 MAX_TILE_STEPS = 4_000_000
+
+
+def tile_steps(params: dict) -> tuple[int, tuple]:
+    """Output tiles x K blocks at the heuristic's starting tiles (or the given ones), and the
+    tiles: the work a run simulates, known before its schedule is built."""
+    # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4
+    bits = {"bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}[params["dtype"]]
+    bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 256 * 8 // bits
+    return -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk), (bm, bn, bk)
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: the published GEMM's 3.5 s for its 16 x 28 x 128 tile steps."""
+    return tile_steps(params)[0] * 3.5 / 57344
+
+
+REFERENCE = Reference("the published 4096x7168x16384 BF16 GEMM", 3.5)
 
 
 def _check(topology, params: dict, source: str) -> None:
@@ -33,10 +39,7 @@ def _check(topology, params: dict, source: str) -> None:
     if params["num_cores"] > topology.chip.num_ai_cores:
         raise ConfigError(source, "num_cores", params["num_cores"],
                           f"at most the chip's {topology.chip.num_ai_cores} AI cores (0 = all)")
-    # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4
-    bits = {"bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}[params["dtype"]]
-    bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 256 * 8 // bits
-    steps = -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk)
+    steps, (bm, bn, bk) = tile_steps(params)
     if steps > MAX_TILE_STEPS:
         raise ConfigError(source, "m, n, k", (params["m"], params["n"], params["k"]),
                           f"at most {MAX_TILE_STEPS:,} tile steps (ceil(m/{bm}) x ceil(n/{bn}) x "
@@ -56,4 +59,4 @@ def run(topology, params: dict, options=None, name: str = "gemm"):
 
 
 KIND = register(WorkloadKind("gemm", FIELDS, run, "dense GEMM C = A x B on one chip",
-                             build=build, check=_check))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

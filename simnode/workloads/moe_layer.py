@@ -6,14 +6,16 @@ so overlap, contention and stragglers are outcomes. ``overlap`` picks sequential
 micro-batches or a fused kernel; ``comm_aivs`` how many AIVs communication takes while
 compute runs. Routing and the DeepEP costs are the deepep kind's fields (declared there).
 
-Figures (``--json``): ``layer_ns`` (the slowest rank's end), ``compute_ns`` and ``comm_ns``
-(the slowest rank's busy time on its compute and communication streams), ``exposed_comm_ns``
-(time that rank's compute stream sat idle for its own communication), ``imbalance_wait_ns``
-(time its barriers waited for slower ranks), ``overlap_frac`` (share of its communication
-hidden behind compute), ``straggler_rank`` and ``straggler_reason``, ``load_imbalance`` (max /
-mean routed tokens per rank), ``grouped_gemm_tflops`` (useful FLOPs / GEMM time, mean over
-ranks), ``padding_frac``, ``dispatch_GBps`` / ``combine_GBps`` (DeepEP's convention, mean
-over ranks and instances), and ``phase_us`` (mean and max over ranks of every phase).
+Result (``simnode.report.result``): the header carries ``layer_ns`` (the slowest rank's end,
+also the makespan), ``compute_ns`` and ``comm_ns`` (the straggler's busy time on its compute
+and communication streams), ``exposed_comm_ns`` (time its compute stream sat idle for its
+own communication), ``imbalance_wait_ns`` (time its barriers waited for slower ranks),
+``overlap_frac``, ``straggler_rank`` and ``straggler_reason``, ``load_imbalance`` (max / mean
+routed rows per rank), ``grouped_gemm_tflops``, ``padding_frac``, ``phase_us`` (mean and max
+over ranks of every phase) and ``per_rank`` (every rank's split). Kernel records: dispatch
+and combine (DeepEP's GB/s convention, mean over ranks and instances: ``dispatch_GBps``),
+gemm1, swiglu and gemm2 (the slowest rank's total); series: link and per-rank HBM / URMA
+busy fractions over the layer.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from simnode import units
 from simnode.errors import ConfigError
 from simnode.moe.deepep import DeepEPCosts
 from simnode.moe.layer import OVERLAPS, LayerParams, MoELayerSim
-from simnode.report.result import Result
+from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads import deepep as deepep_kind
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import link_util, with_num_ranks
+from simnode.workloads.supernode import link_series, link_util
 
 _DEEPEP = {f.name: f for f in deepep_kind.FIELDS}
 #: fields taken as the deepep kind declares them (routing and the DeepEP software costs)
@@ -38,18 +40,19 @@ _SHARED = ("num_ranks", "tokens_per_rank", "hidden", "top_k", "num_experts", "ro
            "batch_window_ns") + tuple(f.name for f in dataclasses.fields(DeepEPCosts))
 
 FIELDS = tuple(_DEEPEP[n] for n in _SHARED) + (
-    Field("intermediate", "int", 2048, "expert FFN intermediate size", min_value=128),
+    Field("intermediate", "int", 2048, "expert FFN intermediate size", min_value=128,
+          unit="elements"),
     Field("shared_experts", "int", 1, "shared experts (run on every rank's own tokens)",
-          min_value=0),
+          min_value=0, unit="experts"),
     Field("shared_intermediate", "int", 2048, "the shared experts' intermediate size",
-          min_value=128),
+          min_value=128, unit="elements"),
     Field("weight_dtype", "str", "fp8", "expert weights (fp4: MXFP4, decoded on the AIVs)",
           ("fp8", "fp4")),
     Field("overlap", "str", "sequential", "how communication and compute overlap", OVERLAPS),
     Field("comm_aivs", "int", 64, "AIVs per rank that run DeepEP (compute gets the rest "
-          "while communication runs)", min_value=2),
+          "while communication runs)", min_value=2, unit="AIVs"),
     Field("fused_chunks", "int", 4, "fused: chunks each dispatch train is sent in",
-          min_value=1),
+          min_value=1, unit="chunks"),
 )
 
 
@@ -144,37 +147,63 @@ def _result(name: str, lr, params: dict) -> Result:
         k_ns = np.array([t.end_ns - t.start_ns for t in times]) - sim.entry_wait_ns
         gbps[kind].append(recv * logical / k_ns)
         kernel_ns[kind].append(k_ns)
-    details = {
-        "num_ranks": R, "overlap": p.overlap, "comm_aivs": p.comm_aivs, "seed": params["seed"],
-        "layer_ns": layer,
-        "compute_ns": float(compute[s]), "comm_ns": float(comm[s]),
-        "exposed_comm_ns": float(exposed[s]), "imbalance_wait_ns": float(waits[s]),
-        "overlap_frac": float(1.0 - exposed[s] / comm[s]) if comm[s] > 0 else 0.0,
-        "straggler_rank": int(s), "straggler_reason": reason,
-        "load_imbalance": float(tokens.max() / tokens.mean()) if tokens.mean() > 0 else 1.0,
-        "grouped_gemm_tflops": float(np.mean([units.tflops(f, t) for f, t in zip(flops, gemm_ns)])),
-        "padding_frac": 1.0 - valid / computed if computed else 0.0,
-        "phase_us": phase_us,
+    header = [
+        fig("num_ranks", R, "ranks", "EP ranks"),
+        fig("overlap", p.overlap, "", "how communication and compute overlap"),
+        fig("comm_aivs", p.comm_aivs, "AIVs", "AIVs per rank DeepEP takes while compute runs"),
+        fig("layer_ns", layer, doc="the slowest rank's end"),
+        fig("compute_ns", float(compute[s]), doc="the straggler's busy time on its compute stream"),
+        fig("comm_ns", float(comm[s]), doc="the straggler's busy time on its communication stream"),
+        fig("exposed_comm_ns", float(exposed[s]),
+            doc="time the straggler's compute stream sat idle for its own communication"),
+        fig("imbalance_wait_ns", float(waits[s]), doc="time the straggler's barriers waited for slower ranks"),
+        fig("overlap_frac", float(1.0 - exposed[s] / comm[s]) if comm[s] > 0 else 0.0, "fraction",
+            "share of the straggler's communication hidden behind compute", headline=True),
+        fig("straggler_rank", int(s), "rank", "the rank the others wait for", digits=0),
+        fig("straggler_reason", reason, "", "why that rank straggles"),
+        fig("load_imbalance", float(tokens.max() / tokens.mean()) if tokens.mean() > 0 else 1.0, "ratio",
+            "max / mean routed (token, expert) rows per rank", headline=True),
+        fig("flops", float(flops.sum()), "FLOP", "useful expert FLOPs, all ranks", digits=None),
+        fig("tflops", units.tflops(float(flops.sum()), layer), "TFLOPS", "useful FLOPs / layer time, all ranks"),
+        fig("grouped_gemm_tflops", float(np.mean([units.tflops(f, t) for f, t in zip(flops, gemm_ns)])),
+            "TFLOPS", "useful FLOPs / grouped GEMM time, mean over ranks", headline=True),
+        fig("padding_frac", 1.0 - valid / computed if computed else 0.0, "fraction",
+            "share of the grouped GEMMs' rows that are block_m padding"),
+        fig("phase_us", phase_us, "us", "mean and max over ranks of every phase"),
         # every rank's breakdown (the report's per-rank strip): the straggler among its peers
-        "per_rank": {"compute_ns": [round(float(x), 1) for x in compute],
-                     "exposed_comm_ns": [round(float(x), 1) for x in exposed],
-                     "imbalance_wait_ns": [round(float(x), 1) for x in waits],
-                     "end_ns": [round(float(x), 1) for x in ends],
-                     "routed_rows": [int(x) for x in tokens]},
-    }
+        fig("per_rank", [{"rank": r, "compute_ns": round(float(compute[r]), 1),
+                          "exposed_comm_ns": round(float(exposed[r]), 1),
+                          "imbalance_wait_ns": round(float(waits[r]), 1),
+                          "end_ns": round(float(ends[r]), 1), "routed_rows": int(tokens[r])}
+                         for r in range(R)], "", "every rank's compute, exposed communication and wait"),
+    ]
+    kernels = []
     for kind in ("dispatch", "combine"):
         if gbps[kind]:
-            details[f"{kind}_GBps"] = float(np.mean(np.concatenate(gbps[kind])))
-            details[f"{kind}_ns"] = float(np.mean(np.concatenate(kernel_ns[kind])))
-    util = link_util(lr.fabric.net)
-    details["layer_link_util"] = util
+            g, k_ns = np.concatenate(gbps[kind]), np.concatenate(kernel_ns[kind])
+            kernels.append(KernelRecord(kind, float(np.mean(k_ns)), 0.0, "", None, (
+                fig("GBps", float(np.mean(g)), "GB/s", "received tokens x logical bytes / kernel time, "
+                    "mean over ranks and instances (DeepEP's convention)", headline=True),
+                fig("GBps_min", float(np.min(g)), "GB/s", "the slowest rank's GBps"),
+                fig("max_ns", float(np.max(k_ns)), doc="the slowest rank's kernel time"))))
+    # the expert kernels: each rank's instances (micro-batches, fused chunks) summed; the
+    # kernel's time is its slowest rank's (the mean over ranks a figure)
+    for kname in ("gemm1", "swiglu", "gemm2"):
+        per = np.array([sum(sp.end_ns - sp.start_ns for sp in r.spans if sp.stream == "compute"
+                            and sp.name.split(".")[-1] == kname and not sp.name.startswith("shared"))
+                        for r in recs])
+        if per.any():
+            kernels.append(KernelRecord(kname, float(per.max()), figures=(
+                fig("mean_ns", float(per.mean()), doc="mean over ranks of the rank's total time"),)))
     hbm = lr.fabric.ends.hbm
     share = lr.fabric.net.share
     share.sync()
     hbm_util = float((share.bytes_by_resource[hbm] / (share.capacity[hbm] * layer)).max())
-    return Result(name, "moe_layer", layer, float(flops.sum()), units.tflops(float(flops.sum()),
-                  layer), f"rank {s} ({'compute' if compute[s] >= comm[s] else 'communication'})",
-                  {}, 0.0, 0.0, 0.0, 0.0, 0.0, hbm_util, 0.0, details)
+    header.append(fig("hbm_util_frac", hbm_util, "fraction", "the busiest rank's HBM busy share"))
+    series = tuple(link_series("layer", link_util(lr.fabric.net)))
+    return Result(name, "moe_layer", layer,
+                  f"rank {s} ({'compute' if compute[s] >= comm[s] else 'communication'})",
+                  tuple(kernels), tuple(header), series, seed=params["seed"])
 
 
 KIND = register(WorkloadKind("moe_layer", FIELDS, run,

@@ -1,9 +1,11 @@
 """Workload kinds: one small registry (duplicate names are an error, unknown ones list
 the valid names).
 
-A ``WorkloadKind`` declares its fields (``Field``: name, type, default or required,
-allowed values, doc) and a ``run(topology, params, options) -> Result`` function.
-Fields are flat so ``--set name=value`` reaches any of them.
+A ``WorkloadKind`` declares its fields (``simnode.config.params.Param``: name, type,
+unit, range, default or required, doc, origin) and a ``run(topology, params, options) ->
+Result`` function. A kind whose kernel takes a parameter dataclass uses that class's
+declarations (``params_of(GemmParams)``), so each parameter is declared once; others list
+``Field(...)`` records. Fields are flat so ``--set name=value`` reaches any of them.
 """
 
 from __future__ import annotations
@@ -13,37 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from simnode.config.fields import Reader, did_you_mean
+from simnode.config.params import REQUIRED, Param
 from simnode.errors import ConfigError
 
-REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    type: str                    #: "int", "number", "bool", "str", "ints" (a list of int)
-    default: Any = REQUIRED
-    doc: str = ""
-    choices: tuple = ()
-    min_value: float | None = None
-
-    def read(self, r: Reader):
-        kw = {} if self.default is REQUIRED else {"default": self.default}
-        if self.type == "int":
-            return r.integer(self.name, min_value=self.min_value, **kw)
-        if self.type == "number":
-            return r.number(self.name, min_value=self.min_value, **kw)
-        if self.type == "bool":
-            return r.boolean(self.name, **kw)
-        if self.type == "ints":
-            return r.integer_list(self.name, min_value=self.min_value, **kw)
-        return r.string(self.name, choices=self.choices or None, **kw)
+#: a parameter of a flat list, for kinds whose parameters are not a dataclass:
+#: ``Field(name, type, default, doc, choices, min_value, max_value=, unit=, origin=)``
+Field = Param.flat
 
 
 @dataclass(frozen=True)
 class WorkloadKind:
     name: str
-    fields: tuple                                  #: Field records
+    fields: tuple                                  #: Param records
     run: Callable                                  #: run(topology, params: dict, options) -> Result
     doc: str = ""
     needs_supernode: bool = False
@@ -55,6 +38,14 @@ class WorkloadKind:
     #: fields holding file paths: relative ones given in a workload file resolve against
     #: that file's folder (those given with --set, against the current folder)
     path_fields: tuple = ()
+    #: plain records the kind fills from its parameters (DeepEP's costs): they hold no
+    #: defaults of their own, so the declaration here stays the only one (a test checks)
+    records: tuple = ()
+    #: a run's estimated time in seconds of one core (a rough model of the kind's work):
+    #: cost(topology, params) -> float; with ``reference`` (a shipped run and its seconds),
+    #: a run far above the reference is announced before it starts (``cost_note``)
+    cost: Callable | None = None
+    reference: "Reference | None" = None
 
     def all_fields(self, data: dict | None = None, source: str = "workload") -> tuple:
         if self.more_fields is None or data is None:
@@ -62,10 +53,48 @@ class WorkloadKind:
         return self.fields + tuple(self.more_fields(data, source))
 
     def optional_keys(self, data: dict | None = None, source: str = "workload") -> tuple[str, ...]:
-        return tuple(f.name for f in self.all_fields(data, source) if f.default is not REQUIRED)
+        return tuple(f.name for f in self.all_fields(data, source) if not f.required)
 
     def read_params(self, r: Reader) -> dict:
         return {f.name: f.read(r) for f in self.all_fields(r.data, r.source)}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A kind's reference run (a shipped workload) and its time on one core, measured."""
+    label: str                   #: "the published 4096x7168x16384 BF16 GEMM"
+    seconds: float
+
+
+#: a run estimated at this many times its kind's reference run, and at least this long, is
+#: announced on stderr before it starts (off a terminal it would otherwise look like a hang)
+LONG_RUN_FACTOR = 10.0
+LONG_RUN_S = 60.0
+
+
+def cost_note(kind: WorkloadKind, topology, params: dict) -> str | None:
+    """One line announcing a run far above its kind's reference run, or None."""
+    if kind.cost is None or kind.reference is None:
+        return None
+    seconds = kind.cost(topology, params)
+    ratio = seconds / kind.reference.seconds
+    if ratio < LONG_RUN_FACTOR or seconds < LONG_RUN_S:
+        return None
+    return (f"this run is estimated at ~{ratio:,.0f}x the work of {kind.reference.label} "
+            f"(~{kind.reference.seconds:g} s of one core): expect ~{_duration(seconds)}; --progress "
+            f"draws its progress line even off a terminal")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.0f} hours"
+
+
+#: ``RunOptions.progress``: draw the progress line even when stderr is not a terminal
+ALWAYS = "always"
 
 
 @dataclass
@@ -73,7 +102,9 @@ class RunOptions:
     """How to run (tracing); not part of the workload's identity."""
     trace_path: str | None = None
     trace_scopes: list = field(default_factory=list)
-    progress: bool = False      #: a progress line on stderr for long runs (drawn on a terminal only)
+    #: a progress line on stderr for long runs: False = none, True = on a terminal only,
+    #: "always" = also when stderr is not a terminal (``--progress``)
+    progress: bool | str = False
 
 
 _KINDS: dict[str, WorkloadKind] = {}

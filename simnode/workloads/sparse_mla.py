@@ -8,48 +8,60 @@ bottleneck, the roofline bounds and the L2 hit fraction of the KV gathers.
 
 from __future__ import annotations
 
-from simnode.kernels.sparse_mla import (COLD_START_NS, DEFAULT_RESCALE_SHARE,
-                                        KERNEL_LAUNCH_NS, SparseMlaParams, sparse_mla_roofline,
-                                        sparse_mla_schedule)
+from simnode.config.params import params_of
+from simnode.errors import ConfigError
+from simnode.kernels.sparse_mla import SparseMlaParams, sparse_mla_roofline, sparse_mla_schedule
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
-KV_DTYPES = ("bf16", "fp8", "fp4")
+FIELDS = params_of(SparseMlaParams)
 
-FIELDS = (
-    Field("mode", "str", "prefill", "prefill or decode", ("prefill", "decode")),
-    Field("n_q", "int", 4096, "prefill queries", min_value=1),
-    Field("kv_len", "int", 8192, "prefill KV length, tokens", min_value=1),
-    Field("topk", "int", 640, "prefill selected tokens per query", min_value=1),
-    Field("kv_dtype", "str", "bf16", "prefill KV cache dtype", KV_DTYPES),
-    Field("batch", "int", 64, "decode sequences", min_value=1),
-    Field("s_q", "int", 4, "decode queries per sequence", min_value=1),
-    Field("topk_main", "int", 128, "decode main-cache top-k", min_value=1),
-    Field("topk_extra", "int", 512, "decode extra-cache top-k", min_value=1),
-    Field("main_len", "int", 256, "decode main-cache length, tokens", min_value=1),
-    Field("extra_len", "int", 2048, "decode extra-cache length, tokens", min_value=1),
-    Field("main_dtype", "str", "fp8", "decode main-cache dtype", KV_DTYPES),
-    Field("extra_dtype", "str", "fp8", "decode extra-cache dtype", KV_DTYPES),
-    Field("heads", "int", 64, "query heads H", min_value=1),
-    Field("d_qk", "int", 512, "QK head dim (MLA latent)", min_value=1),
-    Field("d_v", "int", 512, "V head dim (same latent)", min_value=1),
-    Field("heads_per_core", "int", 64, "query heads per AI core per item", min_value=1),
-    Field("b_topk", "int", 64, "selected tokens per pipeline step", min_value=1),
-    Field("vector_cores_per_cube", "int", 2, "AIVs per cube: 2 = 1C2V, 1 = 1C1V", min_value=1),
-    Field("gather2", "bool", True, "one MTE2 descriptor fetches two tokens"),
-    Field("skip_scale_threshold", "number", 6.0, "skip-scale threshold, nats (0 = off)",
-          min_value=0),
-    Field("rescale_share", "number", DEFAULT_RESCALE_SHARE,
-          "share of non-first blocks needing an O rescale with skip-scale on", min_value=0),
-    Field("sinks", "bool", True, "attention sinks"),
-    Field("seed", "int", 0, "seed of the uniform top-k token selection", min_value=0),
-    Field("num_cores", "int", 0, "AI cores used (0 = all)", min_value=0),
-    Field("kernel_launch_ns", "number", KERNEL_LAUNCH_NS, "kernel launch + InitSocState, ns",
-          min_value=0),
-    Field("cold_start_ns", "number", COLD_START_NS,
-          "per-launch cold-start cost beyond the launch, ns (calibrated; 0 = warm caches)",
-          min_value=0),
-)
+
+#: the most pipeline blocks (items x ceil(top-k / b_topk), summed over the caches) and
+#: selected rows (items x top-k) one run may simulate: the default prefill (4096 queries,
+#: 64 heads, top-640) is 40,960 blocks and 2.6 M rows, ~640 MB and ~2.5 minutes on 2 cores;
+#: the limits are ~5x that, ~3 GB, under the 4 GiB a run may use (one run holds its whole
+#: schedule and the selected token ids in memory)
+MAX_BLOCKS = 200_000
+MAX_SELECTED_ROWS = 12_800_000
+
+
+def work(params: dict) -> tuple[int, int]:
+    """(pipeline blocks, selected rows) of a run, from its fields alone (no schedule)."""
+    if params["mode"] == "prefill":
+        queries, ks = params["n_q"], (params["topk"],)
+    else:
+        queries, ks = params["batch"] * params["s_q"], (params["topk_main"], params["topk_extra"])
+    items = queries * max(1, params["heads"] // max(1, params["heads_per_core"]))
+    blocks = items * sum(-(-k // params["b_topk"]) for k in ks)
+    return blocks, items * sum(ks)
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: the default prefill's ~60 s for its 40,960 blocks (or selected
+    rows in blocks of 64, where blocks are few but long)."""
+    blocks, rows = work(params)
+    return max(blocks, rows / 64) * 60 / 40960
+
+
+REFERENCE = Reference("the default prefill (4096 queries, top-640)", 60)
+
+
+def _check(topology, params: dict, source: str) -> None:
+    """Refuse a run too large to hold in memory, before any work (the schedule's own checks
+    name the shapes it cannot tile)."""
+    blocks, rows = work(params)
+    sizes = ("n_q, heads, heads_per_core, topk, b_topk" if params["mode"] == "prefill"
+             else "batch, s_q, heads, heads_per_core, topk_main, topk_extra, b_topk")
+    values = tuple(params[k.strip()] for k in sizes.split(","))
+    if blocks > MAX_BLOCKS:
+        raise ConfigError(source, sizes, values,
+                          f"at most {MAX_BLOCKS:,} pipeline blocks (queries x head blocks x ceil(top-k / "
+                          f"b_topk) = {blocks:,}): one run holds its whole schedule in memory")
+    if rows > MAX_SELECTED_ROWS:
+        raise ConfigError(source, sizes, values,
+                          f"at most {MAX_SELECTED_ROWS:,} selected KV rows (queries x head blocks x top-k "
+                          f"= {rows:,}): one run holds its whole schedule in memory")
 
 
 def build(topology, params: dict):
@@ -66,4 +78,4 @@ def run(topology, params: dict, options=None, name: str = "sparse_mla"):
 
 KIND = register(WorkloadKind("sparse_mla", FIELDS, run,
                              "FlashMLA-style sparse MLA attention (prefill / decode) on one chip",
-                             build=build))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

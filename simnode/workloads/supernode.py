@@ -3,7 +3,8 @@
 ``with_num_ranks(topology, num_ranks, kind, source)`` returns the topology at a
 workload's EP size (the workload's ``num_ranks`` overrides ``supernode.num_ranks``, so
 one topology file serves every size) and ``link_util(net)`` the per-link busy fraction
-over time that ``simnode.outdir`` writes to network_util.json for the report's heat map.
+over time, which ``link_series`` turns into the result's series (series.json of an output
+folder, the report's heat maps).
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ import dataclasses
 import numpy as np
 
 from simnode.errors import ConfigError
-from simnode.network.spec import check_shape
+from simnode.config.supernode import check_shape
+from simnode.report.result import Series
 
 LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``
+#: the largest flow-solver batching window a supernode kind takes: a window delays each
+#: completion by up to its length, so beyond 100 us (~5% of an EP8 kernel's 1.5-3 ms) a
+#: result is off by more than the model's own error; 1e12 would stretch a run 460,000-fold
+MAX_BATCH_WINDOW_NS = 100_000.0
 
 
 def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"):
@@ -42,6 +48,31 @@ def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"
 
 
 CHIP_SERIES = ("hbm", "urma_tx", "urma_rx")   # per-rank chip resources kept beside the links
+
+
+#: the most (sender, receiver) pairs with traffic one run may simulate: EP1024's all-to-all
+#: (1024 x 1023), which a DeepEP run takes 20 minutes and 3.8 GB for (benchmarks/README.md):
+#: every pair is a flow with its route, so memory grows with the pairs
+MAX_PAIRS = 1024 * 1023
+
+
+def check_pairs(pairs: int, num_ranks: int, source: str, key: str = "num_ranks") -> None:
+    """Refuse a run with more communicating pairs than ``MAX_PAIRS``, before any work."""
+    if pairs > MAX_PAIRS:
+        raise ConfigError(source, key, num_ranks,
+                          f"at most {MAX_PAIRS:,} communicating (sender, receiver) pairs ({pairs:,} at "
+                          f"{num_ranks} ranks): each is a flow with its route, held in memory")
+
+
+def link_series(kernel: str, util: dict) -> list:
+    """``link_util``'s bins as two result series of ``kernel``: every link's busy fraction
+    (``link_util``) and each rank's HBM and URMA ceiling (``chip_util``, rows "rankR.hbm")."""
+    edges = tuple(util["bin_edges_ns"])
+    out = [Series("link_util", kernel, "fraction", edges, util["links"], "busy fraction of each network link")]
+    if util.get("chip"):
+        out.append(Series("chip_util", kernel, "fraction", edges, util["chip"],
+                          "busy fraction of each rank's HBM and URMA send / receive ceiling"))
+    return out
 
 
 def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:

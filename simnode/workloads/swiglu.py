@@ -9,25 +9,26 @@ of them binds; tflops is 0 (no cube work).
 
 from __future__ import annotations
 
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
-from simnode.kernels.swiglu import IN_DTYPES, OUT_DTYPES, SF_BYTES, SwigluParams, swiglu_roofline, swiglu_schedule
+from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
+from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
-FIELDS = (
-    Field("rows", "int", doc="valid rows (routed tokens of the rank's experts)", min_value=0),
-    Field("intermediate", "int", doc="I: output values per row; a row reads 2 I (gate, up)", min_value=128),
-    Field("in_dtype", "str", "bf16", "dtype of the gate/up rows", IN_DTYPES),
-    Field("out_dtype", "str", "fp8", "dtype of the output rows (e4m3)", OUT_DTYPES),
-    Field("scale_block", "int", 128, "values per scale (TileKernels num_per_channels)", min_value=1),
-    Field("sf_dtype", "str", "fp32", "scale format: fp32 or one UE8M0 byte", tuple(SF_BYTES)),
-    Field("num_cores", "int", 0, "AI cores whose two AIVs run it (0 = all)", min_value=0),
-    Field("stages", "int", 3, "row buffers per AIV (S3 num_stages = 3)", min_value=1),
-)
+FIELDS = params_of(SwigluParams)
 
 #: the most rows one run may simulate: ~17 instructions per row, so 16.7 M records at the
 #: limit, which a run holds in memory with ~2 GB (the gemm kind's scale of limit)
 MAX_ROWS = 1 << 20
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: workloads/swiglu.yaml's ~7 s for 98304 rows of 2 x 2048."""
+    return params["rows"] * params["intermediate"] * 7 / (98304 * 2048)
+
+
+REFERENCE = Reference("SwiGLU of 98304 rows x 2048", 7)
 
 
 def _check(topology, params: dict, source: str) -> None:
@@ -57,13 +58,14 @@ def run(topology, params: dict, options=None, name: str = "swiglu"):
     bound = swiglu_roofline(topology.chip, p)
     extra = {f"bound_{k}": bound[k] for k in ("vector_ns", "mte2_ns", "mte3_ns")}
     extra["bound_binds"] = bound["binds"]
-    result, chip_run = chip_kind_result(name, "swiglu", topology, sched, options, bound, extra)
-    span = chip_run.makespan_ns
-    result.details["gm_bytes"] = bound["hbm_bytes"]
-    result.details["achieved_GBps"] = bound["hbm_bytes"] / span if span else 0.0
-    return result
+    def achieved(run):
+        span = run.makespan_ns
+        return [fig("gm_bytes", bound["hbm_bytes"], "B", "GM bytes read and written"),
+                fig("achieved_GBps", bound["hbm_bytes"] / span if span else 0.0,
+                    doc="GM bytes / makespan", headline=True)]
+    return chip_kind_result(name, "swiglu", topology, sched, options, bound, extra, after=achieved)[0]
 
 
 KIND = register(WorkloadKind("swiglu", FIELDS, run,
                              "SwiGLU + per-token FP8 cast on the AIVs (TileKernels)",
-                             build=build, check=_check))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

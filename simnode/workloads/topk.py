@@ -2,32 +2,33 @@
 
 Runs ``rows`` rows of ``n`` fp32 scores on every AIV of one chip with the DeepSelect
 radix-select schedule or the sort-based baseline (``algorithm``). The result names
-the bottleneck pipe and reports rows per second; tflops is 0 (no cube work).
+the bottleneck pipe and reports rows per second; its flops are 0 (no cube work).
 """
 
 from __future__ import annotations
 
 from simnode import units
+from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.topk import TopkParams, topk_schedule
+from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import Reference, WorkloadKind, register
 
-FIELDS = (
-    Field("rows", "int", doc="score rows (queries, or sampled sequences)", min_value=1),
-    Field("n", "int", doc="scores per row (KV length, or vocabulary size)", min_value=1),
-    Field("k", "int", doc="selected elements per row", min_value=1),
-    Field("algorithm", "str", "deepselect", "radix select or the sort baseline",
-          ("deepselect", "sort")),
-    Field("stages", "int", 4, "UB streaming slots for rows that do not stay resident",
-          min_value=1),
-    Field("num_aivs", "int", 0, "vector cores used (0 = all)", min_value=0),
-)
+FIELDS = params_of(TopkParams)
 
 
 #: the most scores one TopK run may scan (rows x n): 256x the 4096 x 8192 indexer case,
 #: ~1.5 minutes and ~2 GB
 MAX_SCORES = 2 ** 33
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: workloads/topk-indexer.yaml's ~1 s for 4096 x 8192 scores."""
+    return params["rows"] * params["n"] / (4096 * 8192)
+
+
+REFERENCE = Reference("the indexer's top-512 of 8192 x 4096 rows", 1)
 
 
 def _check(topology, params: dict, source: str) -> None:
@@ -52,12 +53,13 @@ def build(topology, params: dict):
 
 def run(topology, params: dict, options=None, name: str = "topk"):
     p, sched = build(topology, params)
-    result, chip_run = chip_kind_result(name, "topk", topology, sched, options)
-    span_s = chip_run.makespan_ns / units.NS_PER_S
-    result.details["rows_per_s"] = p.rows / span_s if span_s else 0.0
-    return result
+    def rows_per_s(run):
+        span_s = run.makespan_ns / units.NS_PER_S
+        return [fig("rows_per_s", p.rows / span_s if span_s else 0.0, "rows/s", "rows selected per second",
+                    headline=True)]
+    return chip_kind_result(name, "topk", topology, sched, options, after=rows_per_s)[0]
 
 
 KIND = register(WorkloadKind("topk", FIELDS, run,
                              "per-row top-k selection on the AIVs (DeepSelect or sort baseline)",
-                             build=build, check=_check))
+                             build=build, check=_check, cost=cost, reference=REFERENCE))

@@ -30,23 +30,30 @@ from simnode.moe.deepep_trace import DeepEPTracer
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
-from simnode.report.result import Result
-from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import link_util, with_num_ranks
+from simnode.report.result import KernelRecord, Result, fig
+from simnode.workloads.registry import Field, Reference, WorkloadKind, register
+from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
+                                        with_num_ranks)
 
 PATTERNS = ("p2p", "ring", "alltoall")
 # a put WQE: 48 B header + one 16 B SGE = one 64 B WQEBB (facts 4.2 step 4's SQE layout)
 PUT_WQEBBS = 1
+#: the most put WQEs per (sender, peer): their engine time is one number per train, so this
+#: bounds no memory, only a WQE count that no transport benchmark approaches (S13 posts 1)
+MAX_MESSAGES_PER_PEER = 2 ** 30
 
 FIELDS = (
     Field("pattern", "str", "alltoall", "who sends to whom", PATTERNS),
-    Field("num_ranks", "int", 0, "ranks (0 = the topology's supernode.num_ranks)", min_value=0),
+    Field("num_ranks", "int", 0, "ranks (0 = the topology's supernode.num_ranks)", min_value=0,
+          unit="ranks"),
     Field("bytes_per_peer", "int", 32 * 2**20, "payload bytes each sender puts to each of its peers",
-          min_value=1),
-    Field("messages_per_peer", "int", 1, "put WQEs the bytes to one peer are split into", min_value=1),
-    Field("p2p_src", "int", 0, "p2p: the sending rank", min_value=0),
-    Field("p2p_dst", "int", 1, "p2p: the receiving rank", min_value=0),
-    Field("batch_window_ns", "number", 0.0, "flow solver batching window (0 = exact)", min_value=0),
+          min_value=1, unit="B"),
+    Field("messages_per_peer", "int", 1, "put WQEs the bytes to one peer are split into", min_value=1,
+          unit="WQEs", max_value=MAX_MESSAGES_PER_PEER),
+    Field("p2p_src", "int", 0, "p2p: the sending rank", min_value=0, unit="1"),
+    Field("p2p_dst", "int", 1, "p2p: the receiving rank", min_value=0, unit="1"),
+    Field("batch_window_ns", "number", 0.0, "flow solver batching window: completions this close "
+          "are solved together (0 = exact)", min_value=0, max_value=MAX_BATCH_WINDOW_NS),
 )
 
 
@@ -64,6 +71,9 @@ def _check(topology, params, source: str = "workload"):
     """The topology at the workload's num_ranks; p2p ranks must exist and differ."""
     topology = with_num_ranks(topology, params["num_ranks"], "transport", source)
     R = topology.supernode.num_ranks
+    pairs = {"p2p": 1, "ring": R}.get(params["pattern"], R * (R - 1))
+    check_pairs(pairs, R, source if params["num_ranks"] else topology.source,
+                "num_ranks" if params["num_ranks"] else "supernode.num_ranks")
     if params["pattern"] == "p2p":
         for key in ("p2p_src", "p2p_dst"):
             if params[key] >= R:
@@ -73,6 +83,17 @@ def _check(topology, params, source: str = "workload"):
                               f"a rank other than p2p_src ({params['p2p_src']}): a put to itself "
                               f"never reaches the network")
     return topology
+
+
+def cost(topology, params: dict) -> float:
+    """Seconds of one core: ~0.4 s plus the flows, one per (sender, peer), ~flows^1.4 as
+    DeepEP's (an 8-rank all-to-all ~0.4 s, 128 ranks ~1 s)."""
+    ranks = params["num_ranks"] or topology.supernode.num_ranks
+    flows = {"p2p": 1, "ring": ranks}.get(params["pattern"], ranks * (ranks - 1))
+    return 0.4 + 1.2e-6 * flows ** 1.4
+
+
+REFERENCE = Reference("an 8-rank all-to-all", 0.4)
 
 
 class TransportSim:
@@ -166,32 +187,37 @@ def _result(name, spec, params, peers, out) -> Result:
     cands = [(u, f"link {n}") for n, _, u in hottest[:1]]
     cands += [(u, out["chip_busiest"][res]) for res, u in out["chip_util"].items()]
     # the busiest, ties (equal to float noise) to the first in order: links, then chip resources
-    _, label = max(cands, key=lambda c: round(c[0], 9))
-    details = {
-        "num_ranks": spec.num_ranks, "pattern": params["pattern"], "senders": senders,
-        "bytes_per_peer": params["bytes_per_peer"], "messages_per_peer": params["messages_per_peer"],
-        "byte_convention": "payload bytes put / time of the slowest sender (headers and acks not counted)",
-        "transport_ns": t_ns,
-        "transport_GBps": per_rank,
-        "aggregate_GBps": total / t_ns,
-        "port_payload_limit_GBps": limit,
-        "transport_frac_of_port_limit": per_rank / limit,
+    util, label = max(cands, key=lambda c: round(c[0], 9))
+    figures = (
+        fig("num_ranks", spec.num_ranks, "ranks", "ranks of the supernode"),
+        fig("pattern", params["pattern"], "", "who sends to whom"),
+        fig("senders", senders, "ranks", "ranks that send"),
+        fig("bytes_per_peer", params["bytes_per_peer"], "B", "payload each sender puts to each peer"),
+        fig("messages_per_peer", params["messages_per_peer"], "WQEs", "puts each peer's bytes are split into"),
+        fig("byte_convention", "payload bytes put / time of the slowest sender (headers and acks not counted)",
+            "", "how transport_GBps counts bytes"),
+        fig("aggregate_GBps", total / t_ns, doc="all payload / time", headline=True),
+        fig("port_payload_limit_GBps", limit, doc="what a rank's ports carry of payload", headline=True),
         # the chip's URMA ceiling per direction, if the topology sets one (0 = none)
-        "urma_payload_limit_GBps": spec.urma_payload_GBps,
-        "transport_frac_of_rank_limit": per_rank / min(limit, spec.urma_payload_GBps or limit),
-        "bound_transport_ns": out["bound_ns"],
-        "transport_sim_over_bound": t_ns / out["bound_ns"],
-        "transport_wire_bytes": out["wire_bytes"],
-        "transport_phases_us": {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in out["phases"].items()},
-        "transport_hottest_links": [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in hottest],
-        "transport_chip_util_frac": out["chip_util"],
-        "transport_chip_busiest": out["chip_busiest"],
-        "transport_solver_recomputes": out["recomputes"],
-        "transport_link_util": out["util"],
-    }
-    return Result(name, "transport", t_ns, 0.0, 0.0, label, {}, 0.0, 0.0, 0.0,
-                  0.0, 0.0, out["chip_util"]["hbm"], out["bound_ns"], details)
+        fig("urma_payload_limit_GBps", spec.urma_payload_GBps, doc="the rank's URMA ceiling (0 = none)",
+            headline=True),
+        fig("hbm_util_frac", out["chip_util"]["hbm"], doc="the busiest rank's HBM busy share"))
+    kernel = KernelRecord("transport", t_ns, out["bound_ns"], label, util, (
+        fig("GBps", per_rank, "GB/s", "payload per sending rank / time (byte_convention)", headline=True),
+        fig("frac_of_port_limit", per_rank / limit, "fraction", "GBps / port_payload_limit_GBps"),
+        fig("frac_of_rank_limit", per_rank / min(limit, spec.urma_payload_GBps or limit), "fraction",
+            "GBps / the lower of the port and URMA limits"),
+        fig("wire_bytes", out["wire_bytes"], "B", "bytes on the wire, headers included"),
+        fig("phases_us", {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in out["phases"].items()}, "us",
+            "the first sender's phases"),
+        fig("hottest_links", [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in hottest], "",
+            "the busiest links: bytes and busy fraction of the run"),
+        fig("chip_util_frac", out["chip_util"], "fraction", "busy share of the busiest rank's chip resources"),
+        fig("chip_busiest", out["chip_busiest"], "", "which rank's resource that is"),
+        fig("solver_recomputes", out["recomputes"], "solves", "rate solves of the flow network")))
+    return Result(name, "transport", t_ns, label, (kernel,), figures,
+                  tuple(link_series("transport", out["util"])), roofline_ns=out["bound_ns"])
 
 
 KIND = register(WorkloadKind("transport", FIELDS, run, "put microbenchmark (p2p, ring, all-to-all) on a supernode",
-                             needs_supernode=True, check=_check))
+                             needs_supernode=True, check=_check, cost=cost, reference=REFERENCE))

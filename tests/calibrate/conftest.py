@@ -5,27 +5,19 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from simnode.parallel import run_to_dict
+from simnode.workloads.loader import load_inputs
 
 SMALL = {"tokens_per_rank": 256, "batch_window_ns": 0}
 TOPO = "topologies/atlas950-supernode.yaml"
 WORK = "workloads/deepep-normal.yaml"
 
 
-@pytest.fixture(autouse=True)
-def _calibrate_command(monkeypatch):
-    """``simnode calibrate`` on the CLI (until it is listed in simnode.cli itself)."""
-    import simnode.cli as cli
-    if "calibrate" not in cli.PLUGIN_COMMANDS:
-        monkeypatch.setattr(cli, "PLUGIN_COMMANDS", cli.PLUGIN_COMMANDS + ("calibrate",))
-
-
 def model(repo_root, **sets) -> dict:
     """The result of the small EP8 DeepEP run with ``sets`` (topology.* or workload keys)."""
     from simnode.config.overrides import assignment_text
     over = {**SMALL, **sets}
-    return run_to_dict((str(repo_root / TOPO), str(repo_root / WORK),
-                        tuple(assignment_text(k, v) for k, v in over.items())))
+    return load_inputs(str(repo_root / TOPO), str(repo_root / WORK),
+                       [assignment_text(k, v) for k, v in over.items()]).run().to_dict()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from simnode.calibrate.overlay import load_overlay
+from simnode.config.overlay import load_overlay
 
 URMA = "topology.supernode.urma_payload_GBps"
 

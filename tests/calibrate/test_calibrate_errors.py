@@ -110,9 +110,9 @@ def test_a_malformed_overlay_names_the_file_and_key(calibrate, user_error, tmp_p
 def test_an_overlay_key_the_run_does_not_have(calibrate, user_error, tmp_path):
     path = _overlay(tmp_path, values={"topology.supernode.urma_payload_GBs": 300.0})
     user_error(calibrate("--fit", "topology.supernode.doorbell_ns=0:500", "--topology-overlay", path),
-               str(path), "urma_payload_GBs", "Did you mean 'urma_payload_GBps'")
+               str(path), "urma_payload_GBs", "Did you mean 'topology.supernode.urma_payload_GBps'")
 
 
 def test_a_missing_overlay_file(calibrate, user_error, tmp_path):
     user_error(calibrate("--fit", "topology.supernode.doorbell_ns=0:500", "--topology-overlay",
-                         tmp_path / "none.yaml"), "none.yaml", "an existing YAML file")
+                         tmp_path / "none.yaml"), "--topology-overlay", "none.yaml", "an existing overlay file")

@@ -5,7 +5,7 @@ def test_describe_provenance_names_the_cases_a_shipped_constant_was_fitted_on():
     from pathlib import Path
 
     from simnode.calibrate.provenance import calibrated_by
-    from simnode.validate import load_cases
+    from simnode.commands.validate import load_cases
     cases = load_cases(Path(__file__).resolve().parents[2] / "validation" / "published.yaml")
     text = calibrated_by("topology.chip.vector.ops_per_cycle.vf_alu", 64.4, cases)
     assert "calibrated on sparse-mla-decode-fp8-b1-sq4096" in text and "VF instruction rate" in text

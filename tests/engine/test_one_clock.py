@@ -10,10 +10,10 @@ import simpy
 
 from simnode.config.topology import load_topology
 from simnode.hardware.chip import ChipSim
-from simnode.kernels import isa
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr import isa
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 from simnode.network.flows import FlowNetwork
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 from simnode.network.urma import RankEndpoints
 from tests.conftest import REPO_ROOT
 

@@ -230,8 +230,8 @@ def test_a_gz_trace_is_the_same_json_compressed_and_byte_identical_across_runs(
 
 def test_a_heavy_plain_trace_gets_a_note_on_stderr_and_a_gz_one_does_not(
         tmp_path, gemm_file, topology_path, monkeypatch, capsys):
-    import simnode.cli
-    monkeypatch.setattr(simnode.cli, "HEAVY_TRACE_BYTES", 1000)   # the small GEMM's trace is larger
+    import simnode.commands.run
+    monkeypatch.setattr(simnode.commands.run, "HEAVY_TRACE_BYTES", 1000)   # the small GEMM's trace is larger
     _cli_trace(topology_path, gemm_file, tmp_path / "t.json")
     err = capsys.readouterr().err
     assert "simnode: note: trace" in err and "*.json.gz" in err and "--trace-scope" in err

@@ -17,8 +17,8 @@ from simnode.engine.trace import Tracer
 from simnode.errors import DeadlockError, ScheduleError
 from simnode.hardware.chip import ChipSim
 from simnode.hardware.memory import L2Cache
-from simnode.kernels import isa
-from simnode.kernels.schedule import CoreProgram, KernelSchedule
+from simnode.instr import isa
+from simnode.instr.schedule import CoreProgram, KernelSchedule
 
 GHZ = 1.65
 

@@ -15,7 +15,7 @@ from simnode import units
 from simnode.config.chip import DTYPE_BITS, GM_PATHS
 from simnode.config.topology import Topology
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.gemm import GemmParams, block_order, choose_tiling, gemm_roofline, gemm_schedule
 from simnode.workloads import gemm as gemm_kind
 from simnode.workloads.loader import load_inputs

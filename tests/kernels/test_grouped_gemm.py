@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from simnode import units
 from simnode.config.topology import Topology
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.gemm import GemmParams, gemm_schedule
 from simnode.kernels.grouped_gemm import (CONTIGUOUS_BLOCK_M, MASKED_BLOCK_M_CANDIDATES, GroupedGemmParams,
                                           expert_blocks, grouped_gemm_roofline, grouped_gemm_schedule,

@@ -9,9 +9,9 @@ import pytest
 
 from simnode.errors import ScheduleError
 from simnode.hardware.chip import ChipSim
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.gemm import GemmParams, gemm_schedule
-from simnode.kernels.schedule import (BufferUse, CoreProgram, KernelSchedule, format_core,
+from simnode.instr.schedule import (BufferUse, CoreProgram, KernelSchedule, format_core,
                                       from_records, to_records)
 
 SMALL = GemmParams(256, 512, 1024, "fp8")       # scales too: every GEMM record kind appears

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from simnode.errors import ScheduleError
-from simnode.kernels import isa, sparse_mla_core as core, sparse_mla_vf as vf
-from simnode.kernels.schedule import to_records
+from simnode.instr import isa
+from simnode.instr.schedule import to_records
+from simnode.kernels import sparse_mla_core as core, sparse_mla_vf as vf
 from simnode.kernels.sparse_mla_plan import choose_plan
 from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
                                         item_blocks, select_tokens, sparse_mla_schedule)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from simnode.config.topology import Topology
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
 from simnode.workloads.chiprun import run_schedule
 

@@ -8,7 +8,7 @@ import pytest
 from simnode.errors import ConfigError
 from simnode.network.clos import (build_clos, candidate_paths, ecmp_choice, link_table,
                                   path_latency_ns)
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 
 
 def spec(**kw) -> SupernodeSpec:

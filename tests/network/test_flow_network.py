@@ -7,7 +7,7 @@ import simpy
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.clos import build_clos, ecmp_choice
 from simnode.network.flows import FlowNetwork
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 
 
 def spec(**kw) -> SupernodeSpec:

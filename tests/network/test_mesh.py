@@ -12,7 +12,7 @@ from simnode.errors import ConfigError
 from simnode.network.bound import analytical_bound_ns, port_loads
 from simnode.network.flows import FlowNetwork
 from simnode.network.mesh import build_full_mesh, mesh_link_id
-from simnode.network.spec import SupernodeSpec, supernode_from_mapping
+from simnode.config.supernode import SupernodeSpec, supernode_from_mapping
 
 
 def spec(**kw) -> SupernodeSpec:

@@ -5,7 +5,7 @@ import pytest
 
 from simnode.network.bound import analytical_bound_ns, busiest_port, port_loads
 from simnode.network.clos import ecmp_choice
-from simnode.network.spec import SupernodeSpec
+from simnode.config.supernode import SupernodeSpec
 
 
 def spec(**kw) -> SupernodeSpec:

@@ -8,7 +8,7 @@ import pytest
 
 from simnode.config.topology import load_topology, load_topology_raw, topology_from_mapping
 from simnode.errors import ConfigError
-from simnode.network.spec import SupernodeSpec, check_shape, supernode_from_mapping
+from simnode.config.supernode import SupernodeSpec, check_shape, supernode_from_mapping
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies" / "atlas950-supernode.yaml"
 SRC = "my-supernode.yaml"

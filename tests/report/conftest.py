@@ -1,24 +1,31 @@
 """Fixtures that write result folders in the layout of ``simnode run/sweep --out``
-(simnode/report/folder.py documents it), from small real runs, so the report tests
-do not depend on how long a full-size run takes.
+(simnode/outdir.py documents it), from small real runs, so the report tests do not
+depend on how long a full-size run takes.
 
-- ``run_result(topology, workload, **sets)``: Result.to_dict() of one small run (cached).
-- ``write_run_dir(path, result, network_util=None)``: a run folder.
-- ``write_sweep_dir(path, params, rows)``: a sweep folder from [(point, result, util)].
+- ``run_result(topology, workload, **sets)``: the typed record (``Result.to_record()``)
+  and series records of one small run (cached), as a fresh (record, series) pair.
+- ``write_run_dir(path, record, series=None)``: a run folder.
+- ``write_sweep_dir(path, params, rows)``: a sweep folder from [(point, record, series)].
 - ``gemm_result``: result.json of a small GEMM run (a fresh dict).
 - ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``, ``layer_sweep_dir``: ready-made
   folders.
+- ``browser``: a headless Chromium to open the report in (``find_browser``): found on the
+  machine, or the test is skipped with what to install, or fails when
+  ``SIMNODE_REQUIRE_BROWSER=1`` (CI, where the test command installs one as root).
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import json
+import os
+import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from simnode.report.result import from_record
 from simnode.workloads.loader import load_inputs
 from simnode.workloads.registry import RunOptions
 
@@ -35,80 +42,110 @@ SMALL_DEEPEP = {"tokens_per_rank": 512}
 @functools.lru_cache(maxsize=None)
 def _run(topology: Path, workload: Path, sets: tuple) -> str:
     inputs = load_inputs(str(topology), str(workload), [f"{k}={v}" for k, v in sets])
-    result = inputs.kind.run(inputs.topology, inputs.params, RunOptions(), name=workload.stem)
-    return json.dumps(result.to_dict())
+    result = inputs.run(RunOptions())
+    return json.dumps([result.to_record(), [s.to_record() for s in result.series]])
 
 
-def run_result(topology: Path, workload: Path, **sets) -> dict:
-    return json.loads(_run(topology, workload, tuple(sorted(sets.items()))))
+def run_result(topology: Path, workload: Path, **sets) -> tuple[dict, list]:
+    record, series = json.loads(_run(topology, workload, tuple(sorted(sets.items()))))
+    return record, series
 
 
-def fake_network_util(result: dict, num_bins: int = 12) -> dict:
-    """A network_util.json body for a DeepEP result: its hottest links, busy over the kernel."""
-    out = {}
-    for kernel in ("dispatch", "combine"):
-        if f"{kernel}_ns" not in result:
-            continue
-        edges = np.linspace(0.0, result[f"{kernel}_ns"], num_bins + 1)
-        ramp = np.minimum(1.0, np.linspace(0.2, 3.0, num_bins))
-        links = {h["link"]: list(np.round(ramp * h["util_frac"] * (1 - 0.05 * i), 4))
-                 for i, h in enumerate(result[f"{kernel}_hottest_links"])}
-        out[kernel] = {"bin_edges_ns": list(edges), "links": links}
-    return out
+def flat(record: dict) -> dict:
+    """The flat view of a typed record (what --json prints)."""
+    return from_record(record).to_dict()
 
 
-def write_run_dir(path: Path, result: dict, network_util: dict | None = None) -> Path:
+def write_run_dir(path: Path, record: dict, series: list | None = None) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    (path / "result.json").write_text(json.dumps(result, indent=2))
-    (path / "config.json").write_text(json.dumps({"workload": {"kind": result["kind"]}}, indent=2))
-    if network_util is not None:
-        (path / "network_util.json").write_text(json.dumps(network_util))
+    (path / "result.json").write_text(json.dumps(record, indent=2))
+    (path / "config.json").write_text(json.dumps({"workload": {"kind": record["kind"]}}, indent=2))
+    if series:
+        (path / "series.json").write_text(json.dumps(series))
     return path
 
 
 def write_sweep_dir(path: Path, params: dict, rows: list) -> Path:
-    """``rows``: [(point, result, network_util or None)] in grid order."""
+    """``rows``: [(point, record, series or None)] in grid order."""
     path.mkdir(parents=True, exist_ok=True)
     index = []
-    for i, (point, result, util) in enumerate(rows):
-        write_run_dir(path / "points" / f"{i:03d}", result, util)
+    for i, (point, record, series) in enumerate(rows):
+        write_run_dir(path / "points" / f"{i:03d}", record, series)
         index.append({"point": point, "dir": f"points/{i:03d}"})
     (path / "sweep.json").write_text(json.dumps({"params": params, "points": index}, indent=2))
-    (path / "results.json").write_text(json.dumps([{"point": p, **r} for p, r, _ in rows], indent=2))
+    (path / "results.json").write_text(json.dumps([{"point": p, **flat(r)} for p, r, _ in rows], indent=2))
     return path
 
 
 @pytest.fixture
 def gemm_result() -> dict:
     """result.json of a small GEMM run (a fresh copy)."""
-    return run_result(CHIP, GEMM, **SMALL_GEMM)
+    return run_result(CHIP, GEMM, **SMALL_GEMM)[0]
 
 
 @pytest.fixture
 def gemm_run_dir(tmp_path) -> Path:
-    return write_run_dir(tmp_path / "gemm", run_result(CHIP, GEMM, **SMALL_GEMM))
+    return write_run_dir(tmp_path / "gemm", *run_result(CHIP, GEMM, **SMALL_GEMM))
 
 
 @pytest.fixture
 def deepep_run_dir(tmp_path) -> Path:
-    result = run_result(SUPERNODE, DEEPEP, num_ranks=8, **SMALL_DEEPEP)
-    return write_run_dir(tmp_path / "deepep", result, fake_network_util(result))
+    return write_run_dir(tmp_path / "deepep", *run_result(SUPERNODE, DEEPEP, num_ranks=8, **SMALL_DEEPEP))
 
 
 @pytest.fixture
 def deepep_sweep_dir(tmp_path) -> Path:
-    rows = []
-    for n in (8, 16):
-        result = run_result(SUPERNODE, DEEPEP, num_ranks=n, **SMALL_DEEPEP)
-        rows.append(({"num_ranks": n}, result, fake_network_util(result)))
+    rows = [({"num_ranks": n}, *run_result(SUPERNODE, DEEPEP, num_ranks=n, **SMALL_DEEPEP)) for n in (8, 16)]
     return write_sweep_dir(tmp_path / "sweep", {"num_ranks": [8, 16]}, rows)
 
 
 @pytest.fixture
 def layer_sweep_dir(tmp_path) -> Path:
     """A small MoE layer sweep: EP4 x (sequential, fused), 256 tokens per rank."""
-    rows = []
-    for overlap in ("sequential", "fused"):
-        result = run_result(SUPERNODE, LAYER, num_ranks=4, tokens_per_rank=256, overlap=overlap)
-        rows.append(({"overlap": overlap}, result, None))
+    rows = [({"overlap": o}, *run_result(SUPERNODE, LAYER, num_ranks=4, tokens_per_rank=256, overlap=o))
+            for o in ("sequential", "fused")]
     return write_sweep_dir(tmp_path / "layer", {"overlap": ["sequential", "fused"]}, rows)
+
+
+#: where a headless Chromium may be: $SIMNODE_BROWSER, then these names on PATH, then a
+#: user-level install by Playwright (``python -m playwright install chromium``, no root)
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+PLAYWRIGHT_GLOBS = ("~/.cache/ms-playwright/chromium-*/chrome-linux*/chrome",
+                    "~/.cache/ms-playwright/chromium_headless_shell-*/chrome-linux*/headless_shell")
+HOW_TO_GET_ONE = ("the report test opens the page in a headless Chromium and found none (looked for "
+                  "$SIMNODE_BROWSER, " + ", ".join(BROWSER_NAMES) + " on PATH, and Playwright's in "
+                  "~/.cache/ms-playwright). Install one: as root `apt-get install chromium`; without root "
+                  "`pip install playwright && python -m playwright install chromium`; or point "
+                  "SIMNODE_BROWSER at a Chrome or Chromium binary")
+
+
+def find_browser() -> str | None:
+    """The path of a headless-capable Chromium on this machine, or None."""
+    named = os.environ.get("SIMNODE_BROWSER")
+    if named:
+        return named if os.access(named, os.X_OK) else None
+    for name in BROWSER_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    for pattern in PLAYWRIGHT_GLOBS:
+        found = sorted(glob.glob(os.path.expanduser(pattern)))
+        if found:
+            return found[-1]
+    return None
+
+
+@pytest.fixture
+def browser_search():
+    """``find_browser`` and the message a missing browser gives, for tests of the search."""
+    return find_browser, HOW_TO_GET_ONE
+
+
+@pytest.fixture(scope="session")
+def browser() -> str:
+    path = find_browser()
+    if path is None:
+        if os.environ.get("SIMNODE_REQUIRE_BROWSER") == "1":
+            pytest.fail(HOW_TO_GET_ONE)
+        pytest.skip(HOW_TO_GET_ONE)
+    return path

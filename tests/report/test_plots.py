@@ -1,18 +1,20 @@
-"""simnode.report.plots: every plot is a non-blank PNG, deterministic, and reads the
-published points from the validation file (never hard-coded)."""
+"""simnode.report.plots: every plot is a non-blank PNG, deterministic, drawn from what the
+kinds declare (headline figures, series, fraction mappings, FLOPs) and never from a kind's
+name; published points come from the validation file (never hard-coded)."""
 
 from __future__ import annotations
 
 import io
 
-import numpy as np
 import pytest
 import yaml
 from matplotlib import image as mpimg
 
+from simnode.commands.report import published_records
 from simnode.report import plots
 from simnode.report.folder import PointData, load_folder
-from simnode.validate import load_cases
+from simnode.report.result import Figure, KernelRecord, Result, Series
+from simnode.commands.validate import DEFAULT_CASES, load_cases
 
 
 def assert_nonblank_png(png: bytes) -> None:
@@ -24,23 +26,31 @@ def assert_nonblank_png(png: bytes) -> None:
     assert float(pixels.std()) > 0.05
 
 
-def test_bandwidth_vs_ep_is_a_nonblank_png(deepep_sweep_dir):
+def _point(point: dict, kernels=(), figures=(), series=()) -> PointData:
+    r = Result("w", "k", 100.0, "x", tuple(kernels), tuple(figures), tuple(series))
+    return PointData(point, r, None, r.to_dict())
+
+
+def test_headlines_against_a_swept_field_are_a_nonblank_png(deepep_sweep_dir):
     folder = load_folder(deepep_sweep_dir)
-    png = plots.bandwidth_vs_ep_png(folder.points, plots.published_points("deepep-normal"))
+    assert plots.sweep_fields(folder.points, folder.params) == ["num_ranks"]
+    published = published_records()
+    png = plots.sweep_png(folder.points, "num_ranks", published)
     assert_nonblank_png(png)
-    assert png == plots.bandwidth_vs_ep_png(folder.points, plots.published_points("deepep-normal"))
+    assert png == plots.sweep_png(folder.points, "num_ranks", published)      # deterministic
+    assert png != plots.sweep_png(folder.points, "num_ranks", ())              # the stars are drawn
 
 
-def test_published_points_come_from_the_validation_file():
-    expected = {(c.metric, c.sets, c.published) for c in load_cases(plots.DEFAULT_CASES)
-                if c.metric in plots.BANDWIDTH_METRICS}
-    got = {(p["metric"], (f"num_ranks={p['num_ranks']}",), p["GBps"])
-           for p in plots.published_points("deepep-normal")}
+def test_published_records_come_from_the_validation_file():
+    expected = {(c.metric, c.sets, c.published) for c in load_cases(DEFAULT_CASES)}
+    got = {(q["metric"], tuple(f"{k}={v}" for k, v in q["set"].items()), q["published"])
+           for q in published_records()}
     assert got == expected and got
-    assert plots.published_points("gemm-bf16-4096x7168x16384") == []
+    ep = plots.published_for(published_records(), "deepep-normal", "num_ranks", ["dispatch_GBps"])
+    assert {q["set"]["num_ranks"] for q in ep} == {8, 128}
 
 
-def test_published_points_follow_an_edited_file(tmp_path):
+def test_published_records_follow_an_edited_file(tmp_path):
     case = {"source": "test", "topology": "t.yaml", "workload": "workloads/deepep-normal.yaml",
             "metric": "combine_GBps", "tolerance": 0.1}
     cases = [dict(case, id="a", set={"num_ranks": 32}, published=123.0),
@@ -48,71 +58,47 @@ def test_published_points_follow_an_edited_file(tmp_path):
              dict(case, id="c", set={"num_ranks": 32}, metric="tflops", published=5.0)]
     path = tmp_path / "cases.yaml"
     path.write_text(yaml.safe_dump({"version": 1, "cases": cases}))
-    assert plots.published_points("deepep-normal", path) == [
-        {"metric": "combine_GBps", "num_ranks": 32, "GBps": 123.0, "tolerance_frac": 0.1, "source": "test"}]
+    got = plots.published_for(published_records(path), "deepep-normal", "num_ranks", ["combine_GBps"])
+    assert got == [{"metric": "combine_GBps", "workload": "deepep-normal", "set": {"num_ranks": 32},
+                    "published": 123.0, "tolerance_frac": 0.1, "source": "test"}]
 
 
-def test_link_heatmap_is_a_nonblank_png(deepep_run_dir):
-    assert_nonblank_png(plots.link_heatmap_png(load_folder(deepep_run_dir).points[0].network_util))
+def test_a_series_heat_map_is_a_nonblank_png(deepep_run_dir):
+    series = load_folder(deepep_run_dir).points[0].result.series
+    links = [s for s in series if s.name == "link_util"]
+    assert [s.kernel for s in links] == ["dispatch", "combine"]
+    assert_nonblank_png(plots.series_png(links))
 
 
-def test_link_heatmap_keeps_the_busiest_links():
-    util = {"dispatch": {"bin_edges_ns": [0.0, 10.0, 20.0],
-                         "links": {f"l{i}": [i / 10, i / 10] for i in range(10)}}}
-    assert plots.busiest_links(util["dispatch"]["links"], 3) == ["l9", "l8", "l7"]
-    small = plots.link_heatmap_png(util, max_links=3)
-    assert_nonblank_png(small)
-    assert small != plots.link_heatmap_png(util, max_links=10)
+def test_heat_map_rows_busiest_first_and_grouped():
+    rows = {f"l{i}": [i / 10, i / 10] for i in range(10)}
+    assert plots.order_rows(rows, 3) == ["l9", "l8", "l7"]
+    grouped = {f"rank{r}.{x}": [r / 10 + (x == "urma") / 100] * 2 for r in range(4) for x in ("hbm", "urma")}
+    assert plots.order_rows(grouped, 4) == ["rank3.hbm", "rank3.urma", "rank2.hbm", "rank2.urma"]
+    s = Series("u", "k", "fraction", (0.0, 10.0, 20.0), rows)
+    assert plots.series_png([s], max_rows=3) != plots.series_png([s], max_rows=10)
 
 
-def test_chip_heatmap_groups_ranks_busiest_urma_first():
-    edges = [0.0, 10.0, 20.0]
-    chip = {f"rank{r}.{x}": [r / 10, r / 10] for r in range(8) for x in ("hbm", "urma_tx", "urma_rx")}
-    util = {"combine": {"bin_edges_ns": edges, "links": {"a->b": [0.5, 0.5]}, "chip": chip}}
-    assert plots.has_chip_series(util)
-    few = plots.chip_heatmap_png(util, max_ranks=2)
-    assert_nonblank_png(few)
-    assert few != plots.chip_heatmap_png(util, max_ranks=8)
-    assert not plots.has_chip_series({"combine": {"bin_edges_ns": edges, "links": {}}})
-    with pytest.raises(ValueError, match="chip"):
-        plots.chip_heatmap_png({"combine": {"bin_edges_ns": edges, "links": {}}})
-
-
-def test_pipe_busy_is_a_nonblank_png(gemm_run_dir):
-    points = load_folder(gemm_run_dir).points
-    assert plots.has_pipes(points)
-    assert_nonblank_png(plots.pipe_busy_png(points))
-
-
-def test_pipe_busy_groups_by_core_kind():
-    pts = [PointData({"x": i}, {"pipe_busy_frac": {"aic.m": 0.9 - i / 10, "aiv.v": 0.3 + i / 10}})
-           for i in range(3)]
-    assert_nonblank_png(plots.pipe_busy_png(pts))
+def test_fraction_bars_group_by_key_prefix():
+    pts = [_point({"x": i}, [KernelRecord("gemm", 1.0, figures=(Figure(
+        "pipe_busy_frac", {"aic.m": 0.9 - i / 10, "aiv.v": 0.3 + i / 10}, "fraction", headline=True),),
+        flat="top")]) for i in range(3)]
+    assert plots.fraction_bar_candidates(pts) == [("gemm", "pipe_busy_frac")]
+    assert_nonblank_png(plots.fraction_bars_png(pts, "gemm", "pipe_busy_frac"))
 
 
 def test_roofline_is_a_nonblank_png(gemm_run_dir):
     points = load_folder(gemm_run_dir).points
-    assert plots.has_roofline(points)
+    assert plots.roofline_points(points)
     assert_nonblank_png(plots.roofline_png(points))
 
 
 def test_nothing_to_plot_is_a_value_error(deepep_run_dir):
-    points = load_folder(deepep_run_dir).points          # DeepEP: no flops, no pipes
-    assert not plots.has_roofline(points) and not plots.has_pipes(points)
+    points = load_folder(deepep_run_dir).points          # DeepEP: no FLOPs, no fraction bars
+    assert not plots.roofline_points(points) and not plots.fraction_bar_candidates(points)
     with pytest.raises(ValueError, match="flops"):
         plots.roofline_png(points)
-    with pytest.raises(ValueError, match="pipe"):
-        plots.pipe_busy_png(points)
-    with pytest.raises(ValueError, match="utilization"):
-        plots.link_heatmap_png({})
-    gemm = [PointData({}, {"kind": "gemm", "makespan_ns": 1.0})]
-    with pytest.raises(ValueError, match="bandwidth"):
-        plots.bandwidth_vs_ep_png(gemm)
-
-
-def test_fixture_utilization_matches_the_layout(deepep_run_dir):
-    util = load_folder(deepep_run_dir).points[0].network_util
-    assert set(util) == {"dispatch", "combine"}
-    for series in util.values():
-        assert all(len(v) == len(series["bin_edges_ns"]) - 1 for v in series["links"].values())
-        assert np.all(np.diff(series["bin_edges_ns"]) > 0)
+    with pytest.raises(ValueError, match="series"):
+        plots.series_png([])
+    with pytest.raises(ValueError, match="headline"):
+        plots.sweep_png(points, "num_ranks")             # one point: nothing to draw a line of

@@ -1,7 +1,7 @@
 """``simnode report``: user mistakes found by fuzzing, each one paragraph on stderr naming the
 file or option, the field, the value and what was expected, exit 2, no traceback.
 
-- corrupted result folders: fields of another type (result.json, network_util.json,
+- corrupted result folders: fields of another type (result.json's typed record, series.json,
   sweep.json), files that are not UTF-8 or not JSON, sweep points outside the sweep folder;
 - a sweep whose points are of different kinds is not an error: its page is drawn;
 - bad output paths (``-o``): empty, an existing folder, a missing folder, a write that fails.
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from simnode.report import html, plots
-from simnode.report.folder import load_folder
+from simnode.report import html
 
 
 
@@ -38,55 +37,61 @@ def edit_json(path: Path, change) -> None:
 
 # -- result.json: fields of another type ----------------------------------------------------
 
+def _kernel(r, i=0):
+    return r["kernels"][i]
+
+
+def _figure(r, name, i=0):
+    return next(f for f in _kernel(r, i)["figures"] if f["name"] == name)
+
+
 @pytest.mark.parametrize("change, needles", [
-    ({"kind": 5, "makespan_ns": "x"}, ["kind = 5", "expected a string"]),
-    ({"makespan_ns": "x"}, ["makespan_ns = 'x'", "expected a number"]),
-    ({"roofline_ns": [1, 2]}, ["roofline_ns = '<a JSON list of 2 items>'", "expected a number"]),
-    ({"l2_util_frac": float("nan")}, ["l2_util_frac = nan", "expected a number"]),
-    ({"hbm_bytes": 2**63}, [f"hbm_bytes = {2**63}", "expected a number"]),
-    ({"tflops": True}, ["tflops = True", "expected a number"]),
-    ({"bottleneck": None}, ["bottleneck = None", "expected a string"]),
-    ({"pipe_busy_frac": "abc"}, ["pipe_busy_frac = 'abc'", "expected an object {name: busy fraction}"]),
-    ({"pipe_busy_frac": {"aic.m": "x"}}, ["pipe_busy_frac.aic.m = 'x'", "expected busy fraction"]),
-    ({"busiest_pipe_by_unit": {"aic": 3}}, ["busiest_pipe_by_unit.aic = 3", "expected pipe name"]),
-    ({"bottleneck_util_frac": "x"}, ["bottleneck_util_frac = 'x'", "a number (busy fraction) or null"]),
+    (lambda r: r.update(kind=5, makespan_ns="x"), ["kind = 5", "expected a string"]),
+    (lambda r: r.update(makespan_ns="x"), ["makespan_ns = 'x'", "expected a number"]),
+    (lambda r: r.update(roofline_ns=[1, 2]), ["roofline_ns = '<a JSON list of 2 items>'", "a number or null"]),
+    (lambda r: r.update(bottleneck=None), ["bottleneck = None", "expected a string"]),
+    (lambda r: r.update(bottleneck_util_frac="x"), ["bottleneck_util_frac = 'x'", "a number or null"]),
+    (lambda r: r.update(seed=1.5), ["seed = 1.5", "an integer or null"]),
+    (lambda r: r.update(kernels="abc"), ["kernels = 'abc'", "a list of kernel records"]),
+    (lambda r: _kernel(r).update(time_ns=float("nan")), ["kernels[0].time_ns = nan", "a number (ns)"]),
+    (lambda r: _kernel(r).update(flat="sideways"), ["kernels[0].flat = 'sideways'", "one of prefixed, top"]),
+    (lambda r: _figure(r, "tflops").update(value=[[1]]), ["kernels[0].figures[1].value",
+                                                          "a number, string or bool, a mapping of them"]),
+    (lambda r: _figure(r, "hbm_bytes").update(value=2**63), ["kernels[0].figures[6].value = 9223372036854775808"]),
+    (lambda r: _figure(r, "tflops").update(unit=None), ["kernels[0].figures[1].unit = None", "a unit (string)"]),
+    (lambda r: _figure(r, "tflops").pop("name"), ["kernels[0].figures[1].name = '<missing>'"]),
+    (lambda r: _figure(r, "pipe_busy_frac").update(value={"aic.m": [1]}),
+     ["kernels[0].figures[2].value = '<a JSON object of 1 entries>'"]),
+    (lambda r: _figure(r, "tflops").update(headline="yes"), ["kernels[0].figures[1].headline = 'yes'",
+                                                             "true or false"]),
 ])
-def test_chip_result_field_of_another_type(gemm_run_dir, cli, error, change, needles):
-    edit_json(gemm_run_dir / "result.json", lambda r: r.update(change))
+def test_result_field_of_another_type(gemm_run_dir, cli, error, change, needles):
+    edit_json(gemm_run_dir / "result.json", change)
     err = error(cli("report", gemm_run_dir), str(gemm_run_dir / "result.json"), *needles)
     assert "was the file edited or corrupted?" in err
     assert not (gemm_run_dir / "report.html").exists()
 
 
-def _drop(key):
-    return lambda r: r.pop(key)
-
-
 @pytest.mark.parametrize("change, needles", [
-    (lambda r: r.update(dispatch_hottest_links="abc"),
-     ["dispatch_hottest_links = 'abc'", 'expected a list of {"link": name']),
-    (lambda r: r["combine_hottest_links"][1].update(bytes="x"),
-     ["combine_hottest_links[1].bytes = 'x'", "expected a number (bytes)"]),
-    (lambda r: r["dispatch_hottest_links"][0].pop("link"),
-     ["dispatch_hottest_links[0].link = '<missing>'", "expected a link name (string)"]),
-    (lambda r: r.update(combine_phases_us="abc"), ["combine_phases_us = 'abc'", "{name: time in us}"]),
-    (lambda r: r["dispatch_phases_us"].update(x="y"), ["dispatch_phases_us.x = 'y'", "expected time in us"]),
-    (lambda r: r.update(dispatch_chip_util_frac=[0.5]), ["dispatch_chip_util_frac = '<a JSON list of 1 items>'"]),
-    (lambda r: r.update(combine_chip_busiest={"hbm": 1}), ["combine_chip_busiest.hbm = 1", "expected resource name"]),
-    (lambda r: r.update(dispatch_GBps="fast"), ["dispatch_GBps = 'fast'", "expected a number"]),
-    (_drop("bound_combine_ns"), ["bound_combine_ns = '<missing>'", "every deepep result with combine_ns"]),
-    (lambda r: r.update(num_ranks="8"), ["num_ranks = '8'", "a positive integer"]),
+    (lambda r: _figure(r, "hottest_links", 1).update(value=[{"link": "a", "bytes": [1]}]),
+     ["kernels[1].figures[9].value = '<a JSON list of 1 items>'"]),
+    (lambda r: r["figures"][0].update(value=None), ["figures[0].value = None"]),
+    (lambda r: _kernel(r, 1).pop("time_ns"), ["kernels[1].time_ns = '<missing>'", "a number (ns)"]),
 ])
 def test_network_result_field_of_another_type(deepep_run_dir, cli, error, change, needles):
     edit_json(deepep_run_dir / "result.json", change)
     error(cli("report", deepep_run_dir), str(deepep_run_dir / "result.json"), *needles)
 
 
+def _per_rank(record):
+    return next(f for f in record["figures"] if f["name"] == "per_rank")
+
+
 @pytest.mark.parametrize("change, needles", [
-    (lambda r: r.update(per_rank=[1, 2]), ["per_rank = '<a JSON list of 2 items>'",
-                                           "a mapping of per-rank number lists"]),
-    (lambda r: r["per_rank"].update(compute_ns=[1.0, "x", 2.0, 3.0]),
-     ["per_rank.compute_ns[1] = 'x'", "a number (one per rank)"]),
+    (lambda r: _per_rank(r).update(value={"compute_ns": [1.0, 2.0]}),
+     ["value = '<a JSON object", "a number, string or bool, a mapping of them, or a list of records"]),
+    (lambda r: _per_rank(r).update(value=[{"rank": 0, "compute_ns": [1.0]}]),
+     ["value = '<a JSON list of 1 item", "a list of records"]),
 ])
 def test_layer_result_field_of_another_type(layer_sweep_dir, cli, error, change, needles):
     point = layer_sweep_dir / "points" / "001" / "result.json"
@@ -94,23 +99,19 @@ def test_layer_result_field_of_another_type(layer_sweep_dir, cli, error, change,
     error(cli("report", layer_sweep_dir), str(point), *needles)
 
 
-# -- network_util.json ------------------------------------------------------------------------
-
-def _first_link(u):
-    return next(iter(u["dispatch"]["links"]))
-
+# -- series.json ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change, needles", [
-    (lambda u: u["dispatch"]["links"].update({_first_link(u): ["a"] * 12}),
-     ["dispatch.links.", "[0] = 'a'", "expected a number (busy fraction)"]),
-    (lambda u: u["combine"].update(bin_edges_ns=["0"] * 13),
-     ["combine.bin_edges_ns[0] = '0'", "expected a number (time bin edge in ns)"]),
-    (lambda u: u["combine"].update(chip={"hbm": [0.1] * 12}),
-     ["combine.chip.hbm = 'hbm'", 'a series named "rankR.resource"']),
+    (lambda s: s[0]["rows"].update({next(iter(s[0]["rows"])): ["a"] * (len(s[0]["bin_edges_ns"]) - 1)}),
+     ["[0].rows.", "[0] = 'a'", "expected a number (fraction)"]),
+    (lambda s: s[1].update(bin_edges_ns=["0"] * 13), ["[1].bin_edges_ns[0] = '0'",
+                                                      "expected a number (time bin edge in ns)"]),
+    (lambda s: s[2].update(name=3), ["[2].name = 3", "expected a string"]),
+    (lambda s: s.append({"name": "x"}), ["[4] = '<malformed>'"]),
 ])
-def test_network_util_of_another_type(deepep_run_dir, cli, error, change, needles):
-    edit_json(deepep_run_dir / "network_util.json", change)
-    error(cli("report", deepep_run_dir), str(deepep_run_dir / "network_util.json"), *needles)
+def test_series_of_another_type(deepep_run_dir, cli, error, change, needles):
+    edit_json(deepep_run_dir / "series.json", change)
+    error(cli("report", deepep_run_dir), str(deepep_run_dir / "series.json"), *needles)
 
 
 # -- files that are not UTF-8 JSON ------------------------------------------------------------
@@ -152,42 +153,31 @@ def test_sweep_params_that_are_not_lists_is_an_error(deepep_sweep_dir, cli, erro
 
 
 def test_sweep_of_mixed_kinds_is_drawn(deepep_sweep_dir, gemm_result, cli):
-    """A chip point among DeepEP points: its tables and plots, and the DeepEP bandwidth plot
-    of the points that have an EP size."""
+    """A chip point among DeepEP points: every kind's tables and plots on one page."""
     (deepep_sweep_dir / "points" / "002").mkdir()
     (deepep_sweep_dir / "points" / "002" / "result.json").write_text(json.dumps(gemm_result))
     edit_json(deepep_sweep_dir / "sweep.json",
               lambda s: s["points"].append({"point": {"num_ranks": 32}, "dir": "points/002"}))
+    edit_json(deepep_sweep_dir / "sweep.json", lambda s: s["params"].update(num_ranks=[8, 16, 32]))
     res = cli("report", deepep_sweep_dir)
     assert res.code == 0, res.err
     page = (deepep_sweep_dir / "report.html").read_text()
     assert "(deepep/gemm sweep)" in page
-    for alt in ("bandwidth vs EP size", "pipe busy fractions", "roofline position"):
+    for alt in ("headline figures against num_ranks", "gemm pipe_busy_frac", "roofline position"):
         assert f'alt="{alt}"' in page
-    assert page.count('alt="link utilization') == 2
-
-
-def test_bandwidth_plot_leaves_out_points_without_an_ep_size(deepep_sweep_dir, gemm_run_dir):
-    points = load_folder(deepep_sweep_dir).points
-    chip = load_folder(gemm_run_dir).points
-    assert plots.bandwidth_points(chip + points) == points
-    assert plots.bandwidth_vs_ep_png(chip + points) == plots.bandwidth_vs_ep_png(points)
-    dispatch_only = [type(p)(p.point, {k: v for k, v in p.result.items() if not k.startswith("combine")})
-                     for p in points[:1]]
-    assert plots.has_bandwidth(dispatch_only + points[1:])
-    plots.bandwidth_vs_ep_png(dispatch_only + points[1:])        # combine of one point only: drawn
+    assert page.count('alt="link_util') == 2 and "Kernel gemm" in page and "Kernel dispatch" in page
 
 
 def test_what_the_checks_miss_names_the_point(deepep_sweep_dir, cli, error, monkeypatch):
     """A field combination the checks let through and the page cannot draw: a user error
     naming the point's result.json (not a traceback)."""
-    real = html.network_kernel_bottleneck
+    real = html._kernel_rows
 
-    def fragile(result, kernel):
-        if result["num_ranks"] == 16:
+    def fragile(folder, headline):
+        if any(p.point.get("num_ranks") == 16 for p in folder.points):
             raise TypeError("unsupported operand")
-        return real(result, kernel)
-    monkeypatch.setattr(html, "network_kernel_bottleneck", fragile)
+        return real(folder, headline)
+    monkeypatch.setattr(html, "_kernel_rows", fragile)
     error(cli("report", deepep_sweep_dir), str(deepep_sweep_dir / "points" / "001" / "result.json"),
           "'<TypeError: unsupported operand>'", "with the fields the report reads")
 

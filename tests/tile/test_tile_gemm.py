@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.workloads.loader import load_inputs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +29,8 @@ def _pair(topology_path, *sets):
 def test_tile_gemm_has_the_gemm_workloads_fields_and_defaults(topology_path):
     hand = load_inputs(topology_path, HAND).params
     tile = load_inputs(topology_path, TILE).params
+    # the tile program writes C straight from L0C (the gemm kind's default epilogue: direct)
+    assert hand.pop("epilogue") == "direct"
     assert {k: v for k, v in tile.items() if k != "program"} == hand
 
 

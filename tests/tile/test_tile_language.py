@@ -10,7 +10,7 @@ import re
 import pytest
 
 from simnode.errors import ConfigError, ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 from simnode.tile import program
 
 HEAD = "import simnode.tile.lang as T\n\n\n@T.program\n"

@@ -8,7 +8,7 @@ import pytest
 
 from simnode.moe.deepep_hccs import HccsCosts, build_hccs_plan, effective_aivs, split
 from simnode.moe.routing import route_supernode
-from simnode.parallel import run_to_dict
+from simnode.workloads.loader import load_inputs
 
 TOPO = "topologies/atlas900-a3-superpod.yaml"
 WORK = "workloads/deepep-a3-normal.yaml"
@@ -16,7 +16,7 @@ SMALL = ("tokens_per_rank=256", "batch_window_ns=0")
 
 
 def run(repo_root, *sets) -> dict:
-    return run_to_dict((str(repo_root / TOPO), str(repo_root / WORK), SMALL + tuple(sets)))
+    return load_inputs(str(repo_root / TOPO), str(repo_root / WORK), SMALL + tuple(sets)).run().to_dict()
 
 
 def test_the_plan_counts_every_token_and_expert_pair_once():
@@ -69,7 +69,8 @@ def test_a_cost_per_peer_grows_with_the_peers(repo_root):
 
 
 def test_the_stall_shapes():
-    c = HccsCosts(0, 0, 0, 0, 0, 0, 0, peer_cache_entries=32, read_miss_ns=10, write_ns_per_peer=0.5)
+    c = HccsCosts(0, 0, 0, 0, 0, 0, 0, peer_cache_entries=32, read_miss_ns=10, write_miss_ns=0,
+                  read_ns_per_peer=0, write_ns_per_peer=0.5)
     assert c.miss_fraction(16) == 0 and c.miss_fraction(64) == 0.5
     assert c.stall_ns(64, write=False) == 5.0 and c.stall_ns(64, write=True) == 32.0
 

@@ -127,12 +127,12 @@ def test_report_of_a_transport_run(cli, repo_root, tmp_path):
               repo_root / "workloads" / "transport-alltoall.yaml", "--set", "bytes_per_peer=65536",
               "--out", out)
     assert res.code == 0, res.err
-    assert (out / "network_util.json").exists()
+    assert (out / "series.json").exists()
     res = cli("report", out, "-o", tmp_path / "r.html")
     assert res.code == 0, res.err
     page = (tmp_path / "r.html").read_text()
-    assert "Transport phases" in page and "Hottest links" in page and "link rank" in page
-    assert 'alt="bandwidth vs EP size"' in page and 'alt="link utilization' in page
+    assert "transport: phases_us" in page and "transport: hottest_links" in page and "link rank" in page
+    assert 'alt="link_util transport-alltoall"' in page and 'alt="chip_util transport-alltoall"' in page
 
 
 def test_uncached_peer_contexts_stall_each_put(transport):

@@ -96,7 +96,7 @@ def _tolerance_map(r: Reader, key: str, default=None) -> dict:
 
 def load_scenarios(path) -> ScenarioFile:
     """Read and check a scenario file; errors name the file and key path."""
-    from simnode.validate import check_set_keys, read_yaml
+    from simnode.commands.validate import check_set_keys, read_yaml
     from simnode.workloads.registry import all_kinds
     path = Path(path)
     r = Reader(read_yaml(path), str(path))

@@ -12,7 +12,7 @@ never fails the run, and it stays out of the error summary. Two records make a c
 constant of a shipped topology or workload set on this case; a fit while the run uses that
 value, a check again under a ``--set`` that changes it), or a calibration overlay the
 validation applies (``overlays``: each applies to the cases on the topology it was fitted
-on, and lists the cases it was fitted to; ``simnode.calibrate.overlay``).
+on, and lists the cases it was fitted to; ``simnode.config.overlay``).
 
 A case's ``topology`` and ``workload`` paths, when relative, are read next to the cases
 file if they are there, else from the repository root of this checkout (the folder holding
@@ -33,11 +33,50 @@ from pathlib import Path
 from simnode.config.fields import Reader, did_you_mean, load_yaml
 from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
-from simnode.parallel import run_all
 from simnode.report.columns import align
 
+ORDER = 30
+
+
+def register(subparsers) -> None:
+    from simnode.commands import jobs_count
+    val = subparsers.add_parser("validate", help="compare the model with every published figure")
+    val.add_argument("--cases", default=None, metavar="FILE",
+                     help="validation file (default: validation/published.yaml of this checkout)")
+    val.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                     help="an override applied to every case (e.g. a what-if on the hardware)")
+    val.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
+    val.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                     help="run only cases whose id matches this glob (deepep-*); repeatable")
+    val.add_argument("--json", action="store_true",
+                     help="print one JSON object (a row per case, then the summary); same exit code")
+    val.add_argument("--topology-overlay", dest="overlays", action="append", default=[],
+                     metavar="FILE", help="a calibration overlay (topologies/calibrated/...) applied "
+                     "to the cases on the topology it was fitted on; the cases it was fitted on show "
+                     "as fit, not as checks; repeatable")
+    val.set_defaults(func=cmd_validate)
+
+
+def cmd_validate(args) -> int:
+    import json
+
+    from simnode.commands.baselines import select
+    from simnode.config.overlay import applying, load_overlay
+    overlays = [load_overlay(o) for o in args.overlays]
+    cases = select(load_cases(cases_path(args.cases)), args.only)
+    for o in overlays:
+        if not any(applying([o], _paths(c)[0]) for c in cases):
+            raise ConfigError(o.path, "topology", o.topology,
+                              "the topology of at least one chosen case (" + ", ".join(
+                                  sorted({c.topology for c in cases})) + "): an overlay applies "
+                              "only to cases on the topology it was fitted on")
+    rows = run_cases(cases, sets=args.sets, jobs=args.jobs, overlays=overlays)
+    print(json.dumps(cases_json(rows), indent=2) if args.json else format_cases(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
 #: the checkout's root: relative topology and workload paths of a cases file start here
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CASES = REPO_ROOT / "validation" / "published.yaml"
 #: the cases file versions this reader understands
 VERSIONS = (1,)
@@ -230,31 +269,29 @@ def _numeric(result: dict) -> list[str]:
 
 def run_cases(cases: list[Case], sets=(), jobs: int = 0, overlays=()) -> list[CaseResult]:
     """Check every case's inputs (files, ``set:`` entries, ``sets`` for all, the
-    ``overlays`` that apply to it), then run them; relative paths are read from the
-    repository root (``resolve``)."""
-    from simnode.calibrate.overlay import applying, check_applies
+    ``overlays`` that apply to it: those fitted on its topology), then run them; relative
+    paths are read from the repository root (``resolve``)."""
+    from simnode.commands.executor import execute
+    from simnode.config.overlay import applying
     from simnode.workloads.loader import load_inputs
     for s in sets:
         parse_assignment(s)                         # a malformed --set is the CLI's, not a case's
-    tasks, fits, used = [], [], []
+    specs, fits = [], []
     for c in cases:
         topology, workload = _paths(c)
         mine = applying(list(overlays), topology)
-        for o in mine:
-            check_applies(o, topology, workload, c.sets)
-        pre = tuple(s for o in mine for s in o.sets())
-        task = (topology, workload, pre + tuple(c.sets) + tuple(sets))
         try:
-            inputs = load_inputs(*task)
+            spec = load_inputs(topology, workload, list(c.sets) + list(sets), overlays=mine)
         except ConfigError as exc:
-            raise in_entry(exc, c.where, c.key_path("set"), c.sets, tuple(sets) + pre) from None
-        tasks.append(task)
-        fits.append(_fit_of(c, inputs, mine))
-        used.append(tuple(o.path for o in mine))
-    outs = run_all(tasks, jobs, [c.where for c in cases])
+            if any(exc.source == o.path for o in mine):
+                raise
+            raise in_entry(exc, c.where, c.key_path("set"), c.sets, sets) from None
+        specs.append(spec)
+        fits.append(_fit_of(c, spec, mine))
+    results = execute(specs, jobs, labels=[c.where for c in cases], title="validate")
     rows = []
-    for c, task, fit, ov in zip(cases, tasks, fits, used):
-        out = outs[task]
+    for c, spec, fit, result in zip(cases, specs, fits, results):
+        out = result.to_dict()
         numeric = _numeric(out)
         if c.metric not in numeric:
             kind = (f"a numeric field of the run's JSON result ('{c.metric}' is "
@@ -262,7 +299,7 @@ def run_cases(cases: list[Case], sets=(), jobs: int = 0, overlays=()) -> list[Ca
                     else "a numeric field of the run's JSON result")
             raise ConfigError(c.where, c.key_path("metric"), c.metric, f"{kind}: " + ", ".join(numeric),
                               did_you_mean(c.metric, numeric))
-        rows.append(CaseResult(c, float(out[c.metric]), fit, ov))
+        rows.append(CaseResult(c, float(out[c.metric]), fit, tuple(o.path for o in spec.overlays)))
     return rows
 
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from simnode.errors import ScheduleError
-from simnode.kernels import isa
+from simnode.instr import isa
 
 BUFFERS = ("l0a", "l0b", "l0c", "l1", "ub")
 _BUFFER_UNIT = {"l0a": "aic", "l0b": "aic", "l0c": "aic", "l1": "aic", "ub": "aiv"}

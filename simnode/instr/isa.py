@@ -42,6 +42,12 @@ PATH_PIPE = {
 }
 
 
+#: how results name each pipe kind ("aic.m" -> "cube (aic.m)")
+PIPE_NAMES = {"aic.m": "cube (aic.m)", "aic.mte2": "AIC MTE2 (GM->L1)", "aic.mte1": "MTE1 (L1->L0)",
+              "aic.fix": "FixPipe (aic.fix)", "aic.s": "AIC scalar", "aiv.mte2": "AIV MTE2 (GM->UB)",
+              "aiv.v": "vector (aiv.v)", "aiv.mte3": "AIV MTE3 (UB->GM/L1)", "aiv.s": "AIV scalar"}
+
+
 def unit_kind(unit: str) -> str:
     return "aic" if unit == "aic" else "aiv"
 

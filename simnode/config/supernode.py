@@ -1,4 +1,4 @@
-"""Supernode network specification: the frozen record every network model reads.
+"""The supernode's schema: the frozen record every network model reads.
 
 ``SupernodeSpec`` describes the Clos network that joins the ranks (chips) of a
 supernode: port counts and rates, leaf/spine switch radix, oversubscription,
@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 from simnode.config.fields import Reader
+from simnode.config.params import REQUIRED, declared_param, param, read
 from simnode.errors import ConfigError
 
 ROUTING_POLICIES = ("ecmp", "spray")
@@ -36,46 +37,65 @@ SHAPES = ("clos", "full_mesh")
 #: keys of a Clos that a full mesh (no switches) does not have
 CLOS_ONLY_KEYS = ("leaf_radix", "spine_radix", "num_spines", "oversubscription", "routing",
                   "hop_latency_ns")
-#: supernode keys a topology file may leave out (defaults), which --set may still add
-OPTIONAL_KEYS = ("shape", "spine_radix", "urma_payload_GBps", "urma_context_cache_entries",
-                 "urma_context_miss_ns", "urma_wqe_ns_per_peer") + CLOS_ONLY_KEYS
+#: the values a full mesh takes for the keys it has no use for (never read by its model)
+FULL_MESH_PLACEHOLDERS = {"leaf_radix": 2, "num_spines": 0, "oversubscription": 1.0,
+                          "routing": "spray", "hop_latency_ns": 0.0}
 MAX_RANKS = 8192        # facts 1.5, S10: the Atlas 950 SuperPoD has 8192 NPUs
 #: the largest switch radix or port count accepted: 8x the 512-port switch ASICs of today,
 #: room for any what-if while keeping the shape checks (a loop over ports) instant
 MAX_RADIX = 4096
 
 
+_CLOS = "required with shape: clos; a full_mesh has no switches and leaves it out"
+
+
 @dataclass(frozen=True)
 class SupernodeSpec:
     """A supernode's Clos network and per-message costs; see the module docstring."""
-    num_ranks: int                    #: chips (EP ranks) in the supernode
-    ports_per_rank: int               #: network ports of one rank, all into its leaf switch
-    port_bandwidth_GBps: float        #: wire rate of one port, per direction (headers included)
-    leaf_radix: int                   #: ports of a leaf switch, down + up
-    spine_radix: int                  #: ports of a spine switch
-    num_spines: int                   #: spine switches (0 only if one leaf holds every rank)
-    oversubscription: float           #: leaf down:up capacity ratio; 1.0 = non-blocking
-    routing: str                      #: "ecmp" (one spine per flow, by hash) or "spray" (all spines)
-    hop_latency_ns: float             #: forwarding latency of one switch
-    link_latency_ns: float            #: propagation latency of one link (cable)
-    mtu_bytes: int                    #: payload bytes per packet
-    header_bytes_per_packet: int      #: wire overhead per packet
-    wqe_processing_ns: float          #: sender URMA engine time per WQE (descriptor), serial per rank
-    doorbell_ns: float                #: doorbell write to the engine starting on the first WQE
-    wqebb_bytes: int                  #: size of one WQE basic block in the send queue
-    #: most payload one rank's URMA engine moves per direction, all peers together (GB/s;
-    #: sending and receiving are separate limits); 0 = no limit besides the ports
-    urma_payload_GBps: float = 0.0
-    #: peer transport contexts the URMA engine keeps at hand (what-if; see urma_context_miss_ns)
-    urma_context_cache_entries: int = 0
-    #: engine stall per WQE whose peer context is not cached, moving no payload meanwhile
-    #: (ns); 0 = contexts always at hand (no such cost is published, facts 5.5)
-    urma_context_miss_ns: float = 0.0
-    #: engine stall per WQE per peer the rank posts to, moving no payload meanwhile (ns;
-    #: what-if, the other shape besides the cache; 0 = none, no such cost is published)
-    urma_wqe_ns_per_peer: float = 0.0
-    shape: str = "clos"               #: "clos" or "full_mesh" (module docstring)
-    source: str = field(default="", compare=False)   #: file it was read from
+    num_ranks: int = param(doc="chips (EP ranks) in the supernode", unit="ranks", min=2,
+                           max=MAX_RANKS, origin="")
+    ports_per_rank: int = param(doc="network ports of one rank, all into its leaf switch",
+                                unit="ports", min=1, max=MAX_RADIX, origin="")
+    port_bandwidth_GBps: float = param(
+        doc="wire rate of one port, per direction (headers included)", positive=True, origin="")
+    leaf_radix: int = param(doc="ports of a leaf switch, down + up", unit="ports", min=2,
+                            max=MAX_RADIX, origin="", omitted=_CLOS)
+    spine_radix: int = param(doc="ports of a spine switch", unit="ports", min=1, max=MAX_RADIX,
+                             origin="", omitted="leaf_radix")
+    num_spines: int = param(doc="spine switches (0 only if one leaf holds every rank)",
+                            unit="switches", min=0, max=MAX_RADIX, origin="", omitted=_CLOS)
+    oversubscription: float = param(doc="leaf down:up capacity ratio; 1.0 = non-blocking",
+                                    unit="ratio", min=1.0, origin="", omitted=_CLOS)
+    routing: str = param(doc="ecmp (one spine per flow, by hash) or spray (all spines)",
+                         choices=ROUTING_POLICIES, origin="", omitted=_CLOS)
+    hop_latency_ns: float = param(doc="forwarding latency of one switch", min=0, origin="",
+                                  omitted=_CLOS)
+    link_latency_ns: float = param(doc="propagation latency of one link (cable)", min=0, origin="")
+    mtu_bytes: int = param(doc="payload bytes per packet", min=1, origin="")
+    header_bytes_per_packet: int = param(doc="wire overhead per packet", unit="B/packet", min=0,
+                                         origin="")
+    wqe_processing_ns: float = param(
+        doc="sender URMA engine time per WQE (descriptor), serial per rank", min=0, origin="")
+    doorbell_ns: float = param(doc="doorbell write to the engine starting on the first WQE", min=0,
+                               origin="")
+    wqebb_bytes: int = param(doc="size of one WQE basic block in the send queue", min=1, origin="")
+    urma_payload_GBps: float = param(
+        0.0, "most payload one rank's URMA engine moves per direction, all peers together "
+        "(sending and receiving are separate limits); 0 = no limit besides the ports", min=0,
+        origin="")
+    urma_context_cache_entries: int = param(
+        0, "what-if: peer transport contexts the URMA engine keeps at hand (see "
+        "urma_context_miss_ns)", unit="entries", min=0, origin="")
+    urma_context_miss_ns: float = param(
+        0.0, "what-if: engine stall per WQE whose peer context is not cached, moving no payload "
+        "meanwhile; 0 = contexts always at hand (no such cost is published, facts 5.5)", min=0,
+        origin="")
+    urma_wqe_ns_per_peer: float = param(
+        0.0, "what-if: engine stall per WQE per peer the rank posts to, moving no payload "
+        "meanwhile; 0 = none (no such cost is published)", min=0, origin="")
+    shape: str = param("clos", "clos (two-tier Clos) or full_mesh (every pair of ranks joined "
+                       "directly; module docstring)", choices=SHAPES, origin="")
+    source: str = field(default="", compare=False)   #: file it was read from (not a parameter)
 
     # -- derived shape ---------------------------------------------------------------------
     @property
@@ -219,41 +239,18 @@ def supernode_from_mapping(data: dict, source: str) -> SupernodeSpec:
     """Validate the ``supernode:`` section of a topology file into a ``SupernodeSpec``.
     A ``full_mesh`` has no switches: its switch and routing keys may be left out."""
     r = Reader(data, source, "supernode")
-    shape = r.string("shape", choices=SHAPES, default="clos")
-
-    def clos_only(default) -> dict:      # a full mesh has no switches: these keys may be left out
-        return {"default": default} if shape == "full_mesh" else {}
-
-    if shape == "full_mesh":             # ... and are not read, so giving one would mislead
-        for key in CLOS_ONLY_KEYS:
+    shape = declared_param(SupernodeSpec, "shape").read(r)
+    defaults = {}
+    if shape == "full_mesh":             # no switches: these keys are not read, so giving
+        for key in CLOS_ONLY_KEYS:       # one would mislead
             if r.has(key):
                 raise r.error(key, r.raw(key), "no such key in a full_mesh supernode (it has no "
                               "switches; the key belongs to shape: clos)")
-
-    leaf_radix = r.integer("leaf_radix", min_value=2, max_value=MAX_RADIX, **clos_only(2))
-    spec = SupernodeSpec(
-        num_ranks=r.integer("num_ranks", min_value=2, max_value=MAX_RANKS),
-        ports_per_rank=r.integer("ports_per_rank", min_value=1, max_value=MAX_RADIX),
-        port_bandwidth_GBps=r.number("port_bandwidth_GBps", positive=True),
-        leaf_radix=leaf_radix,
-        spine_radix=r.integer("spine_radix", min_value=1, max_value=MAX_RADIX, default=leaf_radix),
-        num_spines=r.integer("num_spines", min_value=0, max_value=MAX_RADIX, **clos_only(0)),
-        oversubscription=r.number("oversubscription", min_value=1.0, **clos_only(1.0)),
-        routing=r.string("routing", choices=ROUTING_POLICIES, **clos_only("spray")),
-        hop_latency_ns=r.number("hop_latency_ns", min_value=0, **clos_only(0.0)),
-        link_latency_ns=r.number("link_latency_ns", min_value=0),
-        mtu_bytes=r.integer("mtu_bytes", min_value=1),
-        header_bytes_per_packet=r.integer("header_bytes_per_packet", min_value=0),
-        wqe_processing_ns=r.number("wqe_processing_ns", min_value=0),
-        doorbell_ns=r.number("doorbell_ns", min_value=0),
-        wqebb_bytes=r.integer("wqebb_bytes", min_value=1),
-        urma_payload_GBps=r.number("urma_payload_GBps", min_value=0, default=0.0),
-        urma_context_cache_entries=r.integer("urma_context_cache_entries", min_value=0, default=0),
-        urma_context_miss_ns=r.number("urma_context_miss_ns", min_value=0, default=0.0),
-        urma_wqe_ns_per_peer=r.number("urma_wqe_ns_per_peer", min_value=0, default=0.0),
-        shape=shape,
-        source=source,
-    )
+        defaults = dict(FULL_MESH_PLACEHOLDERS)
+    leaf = declared_param(SupernodeSpec, "leaf_radix").read(r, defaults.get("leaf_radix", REQUIRED))
+    defaults["spine_radix"] = leaf
+    values = read(SupernodeSpec, r, defaults, skip=("shape", "leaf_radix"))
+    spec = SupernodeSpec(**values, leaf_radix=leaf, shape=shape, source=source)
     r.finish()
     check_shape(spec)
     return spec

@@ -1,7 +1,8 @@
 """Calibration overlays: values fitted to measured cases, kept as data with their provenance.
 
 An overlay is a YAML file that ``simnode calibrate`` writes and that a run applies on top
-of a topology (``--topology-overlay FILE``, or ``overlay: FILE`` in a topology file)::
+of a topology (``--topology-overlay FILE`` of run, sweep, validate, describe and calibrate;
+``simnode sweep --band A.yaml,B.yaml`` runs every point under each)::
 
     overlay: 1                              # format version
     topology: topologies/atlas950-supernode.yaml   # the topology it was fitted on
@@ -21,8 +22,10 @@ of a topology (``--topology-overlay FILE``, or ``overlay: FILE`` in a topology f
     note: what the values stand for (optional)
 
 ``load_overlay(path)`` reads and checks one (errors name the file, key path, value and what
-was expected); ``Overlay.sets()`` gives its values as ``--set`` assignments, applied
-before the user's own ``--set`` (which therefore win); ``Overlay.fitted(case)`` says
+was expected; a ``topology.*`` key must be a declared parameter, ``simnode.config.params``);
+``Overlay.sets()`` gives its values as ``--set`` assignments, which
+``simnode.workloads.loader.load_inputs`` applies before the user's own ``--set`` (which
+therefore win), recording each value's origin as the overlay; ``Overlay.fitted(case)`` says
 whether a validation case is one the values were fitted to (same id, metric and measured
 value), so ``simnode validate`` shows it as ``fit``, not as a check. ``dump_overlay``
 writes one (deterministic: keys in a fixed order, no timestamps beyond the given date).
@@ -38,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from simnode.config.fields import Reader
+from simnode.config.fields import Reader, load_yaml
 from simnode.config.overrides import assignment_text
 from simnode.errors import ConfigError
 
@@ -46,8 +49,8 @@ VERSION = 1
 HEADER = """\
 # simnode calibration overlay, written by `simnode calibrate`. The values under `values:`
 # were FITTED to the measured cases listed under `fit:` (a fit, not a source): apply it with
-# --topology-overlay FILE or `overlay: FILE` in a topology file; `simnode validate` with it
-# shows those cases as `fit`, never as checks. The uncalibrated topology stays the default.
+# --topology-overlay FILE (run, sweep, validate, describe) or sweep --band; `simnode validate`
+# with it shows those cases as `fit`, never as checks. The uncalibrated topology stays the default.
 """
 
 
@@ -92,9 +95,12 @@ class Overlay:
         return f"calibrated on {ids} (overlay {self.path}{when})"
 
 
+#: the checkout's root (the folder holding topologies/): an overlay's relative paths start here
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
 def resolve(written: str, near: str) -> Path:
     """A path of an overlay: next to it if there, else from the repository root."""
-    from simnode.validate import REPO_ROOT
     p = Path(written).expanduser()
     if p.is_absolute():
         return p
@@ -107,11 +113,18 @@ def _scalar(value) -> bool:
     return isinstance(value, (int, float, str, bool)) or value is None
 
 
-def load_overlay(path) -> Overlay:
-    from simnode.validate import read_yaml
+def load_overlay(path, option: str = "--topology-overlay") -> Overlay:
+    """Read and check the overlay at ``path``; ``option`` names where the path was given
+    (an empty or missing path is an error of that option)."""
     if not str(path).strip():
-        raise ConfigError("--topology-overlay", "topology-overlay", path, "an overlay file path (it is empty)")
-    data = read_yaml(path)
+        raise ConfigError(option, option.lstrip("-"), path, "an overlay file path (it is empty)")
+    if not Path(path).is_file():
+        raise ConfigError(option, option.lstrip("-"), path, "an existing overlay file (a YAML "
+                          "written by `simnode calibrate`, e.g. topologies/calibrated/*.yaml)")
+    try:
+        data = load_yaml(path)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), "", f"<byte {exc.start}>", "a UTF-8 text file of YAML") from None
     r = Reader(data, str(path))
     version = r.raw("overlay")
     if isinstance(version, bool) or version != VERSION:
@@ -126,8 +139,9 @@ def load_overlay(path) -> Overlay:
     for k, v in values.items():
         if not isinstance(k, str) or not k.strip() or "=" in k:
             raise r.error(f"values.{k}", v, "a --set key (topology.KEY... or a workload field)")
-        if not _scalar(v):
+        if not _scalar(v) or v is None:
             raise r.error(f"values.{k}", v, "a number, string or boolean")
+        _check_declared(r, k, v)
     note = r.string("note", default="")
     fit = r.raw("fit", {})
     if not isinstance(fit, dict):
@@ -167,15 +181,19 @@ def applying(overlays: list, topology_path) -> list:
     return [o for o in overlays if o.base_path().resolve() == target]
 
 
-def check_applies(overlay: Overlay, topology: str, workload: str, sets=()) -> None:
-    """Load the run with the overlay's values (and ``sets``): a key the run does not have
-    is an error of the overlay file, naming ``values.KEY``."""
-    from simnode.validate import in_entry
-    from simnode.workloads.loader import load_inputs
-    try:
-        load_inputs(topology, workload, overlay.sets() + list(sets))
-    except ConfigError as exc:
-        raise in_entry(exc, overlay.path, "values", overlay.sets(), sets) from None
+def _check_declared(r: Reader, key: str, value) -> None:
+    """A ``topology.*`` key must name a declared parameter (``simnode.config.params``); a
+    workload key is checked against the workload's fields when a run loads the overlay."""
+    if not key.startswith("topology."):
+        return
+    from simnode.config.fields import did_you_mean
+    from simnode.config.topology import declared_keys
+    keys = declared_keys()
+    dotted = key[len("topology."):]
+    if dotted not in keys:
+        raise r.error(f"values.{key}", value, "a declared topology parameter (topology.chip.KEY "
+                      "or topology.supernode.KEY; `simnode describe TOPOLOGY` lists them)",
+                      did_you_mean(key, ["topology." + k for k in keys]))
 
 
 class _Dumper(yaml.SafeDumper):

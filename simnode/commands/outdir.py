@@ -4,55 +4,52 @@ The HTML report reads exactly this layout (JSON written with indent 2, UTF-8):
 
 run::
 
-    DIR/result.json        Result.to_dict() without its time series (below)
+    DIR/result.json        the typed result (``Result.to_record()``, simnode.report.result):
+                           header fields, "figures", "kernels" [{name, time_ns, bound_ns,
+                           bottleneck, figures: [{name, value, unit, doc, ...}]}]
+    DIR/series.json        only if the result has time series: [{"name", "kernel", "unit",
+                           "doc", "bin_edges_ns": [e0, ..., eN], "rows": {label: [N values]}}]
+                           (a DeepEP kernel: "link_util" per link, "chip_util" per rank
+                           resource; at most 64 bins of equal width, the last may be shorter)
     DIR/config.json        {"topology": path, "workload": path, "sets": ["k=v", ...],
-                            "params": the resolved workload fields (defaults filled),
-                            "topology_resolved": the topology file's mapping after
-                                                 the topology.* overrides}
-    DIR/network_util.json  only if the result has link time series (deepep):
-                           {kernel: {"bin_edges_ns": [e0, ..., eN],
-                                     "links": {link name: [busy fraction per bin] (N)},
-                                     "chip": {"rankR.hbm" / ".urma_tx" / ".urma_rx": [...] (N)}}}
-                           kernel = "dispatch" / "combine"; at most 64 bins of equal
-                           width, except the last (it ends at the last recorded edge)
+                            "params": the workload's fields (defaults filled),
+                            "topology_resolved": the topology's declared values,
+                            "origins": {dotted key: file, "--set" or "default"}}
 
 sweep::
 
     DIR/sweep.json         {"topology": path, "workload": path, "sets": [...] (the
                             common --set values), "params": {field: [values]},
                             "points": [{"point": {field: value}, "dir": "points/000"}, ...]}
-    DIR/results.json       [{"point": {...}, **result.json of that point}, ...]
+    DIR/results.json       [{"point": {...}, **the flat result (Result.to_dict())}, ...]
     DIR/results.csv        one row per point, in grid order: "point.FIELD" columns (the
                            swept fields, in --param order), then every scalar (number,
-                           string, bool) of the result dict, nested mappings flattened
+                           string, bool) of the flat result, nested mappings flattened
                            with dots (pipe_busy_frac.aic.m), lists left out; columns in
                            order of first appearance, a cell empty if that point lacks it
+                           (a figure a kind does not compute is absent, never 0)
     DIR/points/NNN/        result.json, config.json (sets = common + the point's) and
-                           network_util.json, as for run; NNN = the point's index,
+                           series.json, as for run; NNN = the point's index,
                            zero-padded to 3 digits (more when there are > 1000 points)
-
-Time series: details keys ending in ``SERIES_SUFFIX`` (``dispatch_link_util``) hold
-per-link busy fractions over time, ~300 kB at EP128, so ``split_series`` moves them
-out of the printed table, ``--json`` and result.json into network_util.json.
 
 DIR may be new (its parent must exist), empty, or a folder simnode wrote before
 (holding result.json or sweep.json), whose files are replaced; ``check_out_dir``
-says so before anything runs.
+says so before anything runs. The folder is written beside DIR first and moved into
+place whole, so an interrupted write (Ctrl-C) leaves the old folder or nothing, never a
+folder that looks complete but is not.
 """
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Mapping
 
 from simnode.errors import ConfigError
-from simnode.config.overrides import assignment_text
 
-SERIES_SUFFIX = "_link_util"
 MARKERS = ("result.json", "sweep.json")        #: files that mark a folder as simnode's
 
 
@@ -84,59 +81,70 @@ def check_out_dir(out_dir: str, kind: str | None = None) -> Path:
     return path
 
 
-def split_series(result):
-    """(result without its time-series details, {kernel: series}) for a ``Result``."""
-    series = {k[:-len(SERIES_SUFFIX)]: v for k, v in result.details.items()
-              if k.endswith(SERIES_SUFFIX)}
-    if not series:
-        return result, {}
-    details = {k: v for k, v in result.details.items() if not k.endswith(SERIES_SUFFIX)}
-    return dataclasses.replace(result, details=details), series
+def run_config(spec) -> dict:
+    """config.json of a run: its inputs, what they resolve to and where each value came from."""
+    resolved = spec.resolved()
+    return {"topology": spec.topology_path, "workload": spec.workload_path, "sets": list(spec.sets),
+            "params": resolved["workload"], "topology_resolved": resolved["topology"],
+            "origins": dict(spec.origins)}
 
 
-def run_config(topology: str, workload: str, sets: list[str]) -> dict:
-    """config.json: the input paths, the --set values and what they resolve to."""
-    from simnode.config.overrides import apply_overrides
-    from simnode.config.topology import load_topology_raw, optional_keys
-    from simnode.workloads.loader import load_inputs, split_sets
-    inputs = load_inputs(topology, workload, sets)
-    topo_raw = load_topology_raw(topology)
-    _, topo_sets = split_sets(list(sets))
-    if topo_sets:
-        topo_raw = apply_overrides(topo_raw, topo_sets, "--set topology.*", extra_keys=optional_keys())
-    return {"topology": str(topology), "workload": str(workload), "sets": list(sets),
-            "params": dict(inputs.params), "topology_resolved": topo_raw}
-
-
-def write_run(out_dir: str, result, topology: str, workload: str, sets: list[str]) -> Path:
+def write_run(out_dir: str, result, spec) -> Path:
     """Write one run's folder (see the module docstring); returns it."""
     path = check_out_dir(out_dir, "run")
-    path.mkdir(exist_ok=True)
-    _write_point(path, result, run_config(topology, workload, sets))
+    with _staged(path) as stage:
+        _write_point(stage, result, run_config(spec))
     return path
 
 
 def write_sweep(out_dir: str, rows: list, params: dict, topology: str, workload: str,
                 sets: list[str]) -> Path:
-    """Write a sweep's folder from ``run_sweep``'s ``[(point, Result)]``; returns it."""
+    """Write a sweep's folder from ``[(point, RunSpec, Result)]``; returns it."""
     path = check_out_dir(out_dir, "sweep")
-    path.mkdir(exist_ok=True)
-    if (path / "points").is_dir() and (path / "sweep.json").exists():
-        shutil.rmtree(path / "points")          # an earlier sweep's points, not this grid's
     width = max(3, len(str(len(rows) - 1)))
-    index, dicts = [], []
-    for i, (point, result) in enumerate(rows):
-        rel = f"points/{i:0{width}d}"
-        (path / rel).mkdir(parents=True, exist_ok=True)
-        point_sets = list(sets) + [assignment_text(k, v) for k, v in point.items()]
-        d = _write_point(path / rel, result, run_config(topology, workload, point_sets))
-        index.append({"point": dict(point), "dir": rel})
-        dicts.append({"point": dict(point), **d})
-    _write_json(path / "sweep.json", {"topology": str(topology), "workload": str(workload),
-                                      "sets": list(sets), "params": params, "points": index})
-    _write_json(path / "results.json", dicts)
-    write_csv(path / "results.csv", list(params), dicts)
+    with _staged(path) as stage:
+        index, dicts = [], []
+        for i, (point, spec, result) in enumerate(rows):
+            rel = f"points/{i:0{width}d}"
+            (stage / rel).mkdir(parents=True)
+            d = _write_point(stage / rel, result, run_config(spec))
+            index.append({"point": dict(point), "dir": rel})
+            dicts.append({"point": dict(point), **d})
+        _write_json(stage / "results.json", dicts)
+        write_csv(stage / "results.csv", list(params), dicts)
+        _write_json(stage / "sweep.json", {"topology": str(topology), "workload": str(workload),
+                                           "sets": list(sets), "params": params, "points": index})
     return path
+
+
+class _staged:
+    """A fresh folder beside ``path`` to write into; on success it replaces ``path`` (an
+    earlier output, or an empty folder), on any failure or interrupt it is removed."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stage = path.parent / f".{path.name}.simnode-{os.getpid()}"
+
+    def __enter__(self) -> Path:
+        shutil.rmtree(self.stage, ignore_errors=True)
+        self.stage.mkdir()
+        return self.stage
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.stage, ignore_errors=True)
+            return
+        old = self.path.parent / f".{self.path.name}.simnode-old-{os.getpid()}"
+        try:
+            if self.path.exists():
+                self.path.rename(old)
+            self.stage.rename(self.path)
+        except BaseException:
+            if old.exists() and not self.path.exists():
+                old.rename(self.path)
+            shutil.rmtree(self.stage, ignore_errors=True)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def write_csv(path: Path, point_fields: list[str], dicts: list[dict]) -> None:
@@ -167,16 +175,12 @@ def flatten(d: Mapping, prefix: str = "") -> dict:
 
 
 def _write_point(path: Path, result, config: dict) -> dict:
-    """result.json, config.json and (if any) network_util.json; returns result.json's dict."""
-    lean, series = split_series(result)
-    d = lean.to_dict()
-    _write_json(path / "result.json", d)
+    """result.json, config.json and (if any) series.json; returns the flat result."""
     _write_json(path / "config.json", config)
-    if series:
-        _write_json(path / "network_util.json", series)
-    elif (path / "network_util.json").exists():
-        (path / "network_util.json").unlink()   # left by an earlier run of another kind
-    return d
+    if result.series:
+        _write_json(path / "series.json", [s.to_record() for s in result.series])
+    _write_json(path / "result.json", result.to_record())
+    return result.to_dict()
 
 
 def _write_json(path: Path, data) -> None:

@@ -1,0 +1,143 @@
+"""Parameter sweeps: the cartesian grid of ``--param FIELD=V1,V2,...``, run by the executor.
+
+``parse_params(["num_ranks=8,16"])`` -> {"num_ranks": [8, 16]}; ``grid(params)`` ->
+the list of points (dicts, in the order the values were given, last field fastest);
+``run_sweep(topology, workload, params, sets, jobs, executor=, address=)`` parses every
+point into a ``RunSpec`` first (a bad value fails before any run, exit 2), then runs
+them with ``simnode.commands.executor.execute`` (local worker processes or Dask) and
+returns ``[(point, RunSpec, Result)]`` in grid order. Field names are those of ``--set``
+(workload fields, or ``topology.``-prefixed topology fields). ``format_sweep`` prints the
+table from what each kind declares as its headline figures, whatever the kind.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from simnode.commands import jobs_count
+from simnode.commands.executor import check_executor, execute
+from simnode.config.overrides import assignment_text, parse_assignment
+from simnode.errors import ConfigError
+from simnode.report.columns import align
+from simnode.units import ns_to_us
+
+
+ORDER = 20
+
+
+def register(subparsers) -> None:
+    from simnode.commands.run import add_inputs
+    sweep = subparsers.add_parser("sweep", help="run a grid of --param values in parallel")
+    add_inputs(sweep)
+    sweep.add_argument("--param", dest="params", action="append", default=[],
+                       metavar="FIELD=V1,V2,...", help="a swept field (as --set); repeatable: "
+                       "the grid is their cartesian product")
+    sweep.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
+    sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
+    sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ "
+                       "(simnode.commands.outdir)")
+    sweep.add_argument("--executor", default="local", help="local (worker processes) or dask")
+    sweep.add_argument("--address", metavar="HOST:PORT", help="dask scheduler (default: a local cluster)")
+    sweep.add_argument("--progress", action="store_true",
+                       help="draw the progress bar on stderr even when it is not a terminal")
+    sweep.set_defaults(func=cmd_sweep)
+
+
+def cmd_sweep(args) -> int:
+    import json
+    import sys
+
+    from simnode.commands.outdir import check_out_dir, write_sweep
+    params = parse_params(args.params)
+    if args.out is not None:
+        check_out_dir(args.out, "sweep")
+    rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
+                     executor=args.executor, address=args.address,
+                     progress=True if args.progress else None,
+                     announce=lambda note: print(f"simnode: note: {note}", file=sys.stderr))
+    if args.out is not None:
+        write_sweep(args.out, rows, params, args.topology, args.workload, args.sets)
+    if args.json:
+        print(json.dumps([{"point": p, **r.to_dict()} for p, _, r in rows], indent=2))
+    else:
+        print(format_sweep(rows))
+    return 0
+
+
+def parse_params(specs: list[str]) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for spec in specs:
+        key, raw = parse_assignment(spec, "--param")
+        text = str(raw) if not isinstance(raw, list) else ",".join(map(str, raw))
+        items = [v.strip() for v in text.split(",")]
+        if not any(items):
+            raise ConfigError("--param", key, raw, "a comma-separated list of one or more values")
+        if "" in items:
+            raise ConfigError("--param", key, raw, f"a comma-separated list without empty items "
+                              f"(item {items.index('') + 1} of {len(items)} is empty)")
+        values = [parse_assignment(f"{key}={v}", "--param")[1] for v in items]
+        if len(set(map(repr, values))) < len(values):
+            raise ConfigError("--param", key, raw, "distinct values (a point would run twice)")
+        if key in out:
+            raise ConfigError("--param", key, raw, "each field at most once")
+        out[key] = values
+    if not out:
+        raise ConfigError("--param", "", "<none>", "at least one --param FIELD=V1,V2,...")
+    return out
+
+
+def grid(params: dict[str, list]) -> list[dict]:
+    keys = list(params)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(params[k] for k in keys))]
+
+
+def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[str],
+              jobs: int = 0, executor: str = "local", address: str | None = None,
+              progress: bool | None = None, announce=None) -> list:
+    """Run every point of ``grid(params)``; ``progress`` None = a bar only on a terminal;
+    ``announce(note)`` is told, before anything runs, of the longest point when it is far
+    above its kind's reference run."""
+    from simnode.workloads.loader import load_inputs
+    check_executor(executor, address)
+    points = grid(params)
+    topology, workload = str(Path(topology).resolve()), str(Path(workload).resolve())
+    if sets:
+        load_inputs(topology, workload, list(sets))          # a bad --set is named as such
+    specs = []
+    for point in points:
+        point_sets = list(sets) + [assignment_text(k, v) for k, v in point.items()]
+        try:
+            specs.append(load_inputs(topology, workload, point_sets))   # parsed once, here
+        except ConfigError as exc:
+            if not exc.source.startswith("--set"):
+                raise
+            # the --set values passed alone, so the grid point is at fault: name --param
+            raise ConfigError("--param", exc.key_path, exc.value, exc.expected, exc.hint) from None
+    if announce is not None:
+        long = [(p, s) for p, s in zip(points, specs) if s.cost_note()]
+        if long:
+            point, spec = max(long, key=lambda ps: ps[1].estimated_s())
+            where = ", ".join(f"{k}={v}" for k, v in point.items())
+            announce(f"{len(long)} of {len(points)} points are long; the longest ({where}): {spec.cost_note()}")
+    results = execute(specs, jobs, executor, address, progress=progress, title="sweep")
+    return [(p, s, r) for p, s, r in zip(points, specs, results)]
+
+
+def format_sweep(rows: list) -> str:
+    """A table: the swept fields, makespan, each kind's headline figures, bottleneck."""
+    if not rows:
+        return "(no points)"
+    keys = list(rows[0][0])
+    columns = list(dict.fromkeys(c for _, _, r in rows for c in r.headline_columns()))
+    header = keys + ["makespan_us"] + [name for name, _ in columns] + ["bottleneck"]
+    table = [header]
+    for point, _, r in rows:
+        flat = r.details
+        line = [str(point[k]) for k in keys] + [f"{ns_to_us(r.makespan_ns):.2f}"]
+        for name, unit in columns:
+            v = flat.get(name)
+            line.append("-" if v is None else f"{v:.3f}" if unit == "ratio" else f"{v:.1f}")
+        line.append(r.bottleneck)
+        table.append(line)
+    return align(table)
