@@ -1,6 +1,6 @@
 """Band rows: per point and figure, the lowest and highest of the overlays' values."""
 
-from simnode.calibrate.band import band_columns, band_rows, format_band
+from simnode.calibrate.band import band_columns, band_rows, format_band_rows
 
 
 def test_band_rows_take_the_extremes_and_keep_each_overlay():
@@ -9,7 +9,7 @@ def test_band_rows_take_the_extremes_and_keep_each_overlay():
               (1, "a"): {"dispatch_GBps": 340.0}, (1, "b"): {"dispatch_GBps": 355.5}}
     rows = band_rows(points, ["dispatch_GBps"], values, ["a", "b"])
     assert rows[1].figures["dispatch_GBps"] == (340.0, 355.5, {"a": 340.0, "b": 355.5})
-    text = format_band(rows, ["a", "b"])
+    text = format_band_rows(rows, ["a", "b"])
     assert "16" in text and "340.0" in text and "355.5" in text
     assert band_columns("dispatch_GBps") == ("dispatch_GBps_lo", "dispatch_GBps_hi")
 
