@@ -26,7 +26,9 @@ worker processes, N runs at once. The order of points is fixed, so a fit is
 deterministic: the same inputs give the same values, residuals and intervals.
 
 Values are rounded to ``SIGNIFICANT`` digits before they are evaluated, so the value an
-overlay records is exactly the one whose residuals it records.
+overlay records is exactly the one whose residuals it records. The fit is never worse than
+a point run on the way: when one (a profile's end, a scan) beats it, the search starts again
+from there (``MAX_RESTARTS``), and the intervals are those of the final fit.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ FLAT_SCAN = (0.0, 0.25, 0.5, 0.75, 1.0)
 SCAN_POINTS = 9
 #: sums of squares this close (relative) tie: the smaller parameter value wins
 TIE_REL = 1e-6
+#: searches again from the best point run when it beats the fit by this share of its sum of
+#: squares (a profile or a scan found a lower valley), at most MAX_RESTARTS times
+RESTART_GAIN = 0.01
+MAX_RESTARTS = 3
 
 
 @dataclass(frozen=True)
@@ -144,10 +150,11 @@ def together(gens: list):
     return results
 
 
-def drive(search, evaluate):
-    """Run a search to its end, answering its points with ``evaluate`` (through a cache:
-    a point is run once). Returns (the search's value, distinct points run)."""
-    cache: dict = {}
+def drive(search, evaluate, cache: dict | None = None):
+    """Run a search to its end, answering its points with ``evaluate`` (through ``cache``,
+    point -> residuals: a point is run once). Returns (the search's value, distinct points
+    in the cache)."""
+    cache = {} if cache is None else cache
     try:
         batch = next(search)
         while True:
@@ -414,5 +421,14 @@ def fit(free: list, start: list, evaluate, tolerances, profile: bool = True) -> 
     free = tuple(free)
     start = tuple(p.clip(v) for p, v in zip(free, start))
     tol = np.asarray(tolerances, dtype=float)
-    (best, intervals, at_bound), runs = drive(_search(free, start, tol, profile), evaluate)
+    cache: dict = {}
+    (best, intervals, at_bound), runs = drive(_search(free, start, tol, profile), evaluate, cache)
+    for _ in range(MAX_RESTARTS):
+        # a point run on the way (a profile's end, a scan) that beats the fit: the search
+        # stopped in a local minimum (a value that binds only in a narrow valley); search
+        # again from the best point run, so the fit is never worse than a point it has seen
+        seen = min(cache, key=lambda t: (float(cache[t] @ cache[t]), t))
+        if not float(cache[seen] @ cache[seen]) < best.sse * (1 - RESTART_GAIN):
+            break
+        (best, intervals, at_bound), runs = drive(_search(free, seen, tol, profile), evaluate, cache)
     return Fit(free, start, best, intervals, at_bound, runs)

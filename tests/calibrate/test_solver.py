@@ -106,3 +106,24 @@ def test_a_value_with_a_misleading_slope_at_the_start_is_still_found():
         return out
     f = fit([Free("a", 0, 10)], [0.0], ev, [0.05])
     assert f.best.values[0] == pytest.approx(7.94, rel=1e-3)
+
+
+def valley(points):
+    """A value w hidden below 40, that meets its case at 43 and overshoots past 46 (a cost
+    that binds only in a narrow valley, as a WQE time behind a busier resource), and a."""
+    def r2(w):
+        if w <= 40:
+            return 0.04
+        if w <= 46:
+            return 0.04 - (w - 40) * 0.04 / 3
+        return -0.04 - (w - 46) * 0.1
+    return [np.array([a - 0.3, r2(w)]) for a, w in points]
+
+
+def test_a_point_run_on_the_way_that_beats_the_fit_restarts_the_search():
+    # from w = 10 the scans (0, 25, 50, ...) miss the valley and the slope there is 0; the
+    # profile's bisection toward 100 runs w = 43.75, better than the fit: search again there
+    f = fit([Free("a", 0, 1), Free("w", 0, 100)], [0.5, 10.0], valley, [0.06, 0.06])
+    assert f.best.values[0] == pytest.approx(0.3, abs=1e-4)
+    assert f.best.values[1] == pytest.approx(43.0, abs=0.05)
+    assert f.best.sse < 1e-6
