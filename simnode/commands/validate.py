@@ -332,6 +332,8 @@ def format_cases(rows: list[CaseResult]) -> str:
         lines.append(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max |error| "
                      f"{100 * max(errs):.1f}%, {sum(r.ok for r in checks)} of {len(checks)} "
                      f"within tolerance")
+    else:
+        lines.append("no checks: every case shown is a fit")
     if fitted:
         lines.append(f"fit cases, not checks: {'; '.join(fitted)}")
     overlays = sorted({o for r in rows for o in r.overlays})

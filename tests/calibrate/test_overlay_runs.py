@@ -119,3 +119,11 @@ def test_an_overlay_key_no_run_has_names_the_overlay(cli, user_error, repo_root,
     ov = _overlay(tmp_path, "bad2.yaml", {"topology.supernode.wqe_ns": 1.0}, str(repo_root / TOPO))
     user_error(cli("run", repo_root / TOPO, repo_root / WORK, "--topology-overlay", ov), str(ov),
                "values.topology.supernode.wqe_ns", "a declared topology parameter", nothing_ran=True)
+
+
+def test_a_validation_of_fits_alone_says_it_has_no_checks():
+    from simnode.commands.validate import Case, CaseResult, format_cases
+    case = Case("x", "a source", TOPO, WORK, (), "dispatch_GBps", 100.0, 0.05)
+    text = format_cases([CaseResult(case, 101.0, "overlay o.yaml", ("o.yaml",))])
+    assert "no checks: every case shown is a fit" in text and "within tolerance" not in text
+    assert "fit cases, not checks: x (overlay o.yaml)" in text
