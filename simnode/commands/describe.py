@@ -4,7 +4,9 @@ every parameter a run reads, with its value, unit, allowed range, where the valu
 from (sourced, reasoned, calibrated or a setting, with the source ids its comment cites)
 and its doc. ``--topology-overlay FILE`` applies a calibration overlay
 (``simnode.config.overlay``): each value it sets shows as set in the overlay and as
-"calibrated on CASES (overlay FILE, DATE)", the cases ``simnode calibrate`` fitted it on.
+"calibrated on CASES (overlay FILE, DATE)", the cases ``simnode calibrate`` fitted it on; a
+value a case of validation/published.yaml records as fitted on it (``fit:``) shows as
+"calibrated on CASE (FILE, fit: WHY)" while the run uses that value.
 
 Everything but the value and its comment comes from the parameter's declaration
 (``simnode.config.params``); the comment is the one the file gives the key
@@ -78,6 +80,25 @@ def describe_rows(topology_path, workload_path=None, sets=(), overlays=()) -> li
     for p in fields:
         rows.append(_row(p.name, values[p.name], p, origins.get(f"workload.{p.name}", ""), p.name, noted,
                          overlays))
+    return _fitted_on_cases(rows)
+
+
+def _fitted_on_cases(rows: list[dict]) -> list[dict]:
+    """A value a case of the shipped validation file records as fitted on it (``fit:``),
+    while the run uses that value, says so: "calibrated on CASE (FILE, fit: WHY)"."""
+    from simnode.calibrate.provenance import calibrated_by
+    from simnode.commands.validate import DEFAULT_CASES, load_cases
+    if not DEFAULT_CASES.is_file():
+        return rows
+    cases = [c for c in load_cases(DEFAULT_CASES) if c.fit_pairs]
+    for r in rows:
+        if r["set_in"].startswith("overlay "):
+            continue
+        key = ("topology." + r["parameter"] if r["parameter"].startswith(SECTIONS)
+               else r["parameter"])
+        where = calibrated_by(key, r["value"], cases)
+        if where:
+            r["origin"] = where.replace(str(DEFAULT_CASES.parent.parent) + "/", "")
     return rows
 
 
