@@ -21,7 +21,9 @@ LAYERS = (
     ("kernels, tile, moe", ("simnode.kernels", "simnode.tile", "simnode.moe")),
     ("report", ("simnode.report",)),                         # the result shape and its renderers
     ("workloads", ("simnode.workloads",)),
-    ("commands", ("simnode.commands", "simnode.cli", "simnode.__main__")),
+    # calibrate: the fit's solver, cases and report, which run cases through the commands'
+    # executor and read validation files (simnode calibrate, sweep --band)
+    ("commands", ("simnode.commands", "simnode.calibrate", "simnode.cli", "simnode.__main__")),
 )
 _PREFIXES = sorted(((p, rank) for rank, (_, ps) in enumerate(LAYERS) for p in ps),
                    key=lambda pr: -len(pr[0]))

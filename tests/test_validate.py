@@ -73,20 +73,36 @@ def test_json_has_a_row_per_case_and_the_summary(tmp_path, capsys):
     assert out["max_abs_error_frac"] == out["mean_abs_error_frac"] == pytest.approx(1 - 1 / 1.1)
 
 
-def test_a_calibration_case_is_shown_but_never_fails_or_counts(tmp_path, capsys):
+def test_a_fit_case_is_shown_but_never_fails_or_counts(tmp_path, capsys):
     _cases(tmp_path, 1.0)
     model = _model_makespan(tmp_path, capsys)
     path = _cases(tmp_path, model * 1.5)            # far outside 5%: would fail as a check
-    path.write_text(path.read_text() + "    calibration: a test constant\n")
+    path.write_text(path.read_text() + "    fit:\n      values: {topology.chip.aic_freq_GHz: 1.65}\n"
+                    "      why: a test constant\n")
     assert main(["validate", "--cases", str(path), "--jobs", "1"]) == 0
     out = capsys.readouterr().out
-    assert "calib" in out and "within tolerance" not in out
-    assert "calibration cases, not checks: small-gemm sets a test constant" in out
+    assert " fit " in out and "within tolerance" not in out
+    assert ("fit cases, not checks: small-gemm (sets topology.chip.aic_freq_GHz = 1.65 "
+            "(a test constant))") in out
     assert main(["validate", "--cases", str(path), "--jobs", "1", "--json"]) == 0
     import json
     got = json.loads(capsys.readouterr().out)
-    assert got["cases"][0]["within"] is None and got["cases"][0]["calibration"] == "a test constant"
-    assert got["total"] == 0 and got["calibration_cases"] == 1
+    assert got["cases"][0]["within"] is None and "a test constant" in got["cases"][0]["fit"]
+    assert got["total"] == 0 and got["fit_cases"] == 1
+
+
+def test_a_fit_case_is_a_check_again_when_the_run_changes_the_fitted_value(tmp_path, capsys):
+    # the fit records the value set on the case; a what-if that runs another value makes the
+    # case a check of that value
+    _cases(tmp_path, 1.0)
+    model = _model_makespan(tmp_path, capsys)
+    path = _cases(tmp_path, model * 1.5)
+    path.write_text(path.read_text() + "    fit:\n      values: {topology.chip.aic_freq_GHz: 1.65}\n"
+                    "      why: a test constant\n")
+    code = main(["validate", "--cases", str(path), "--jobs", "1", "--set", "topology.chip.aic_freq_GHz=1.6"])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "NO" in out and "0 of 1 within tolerance" in out and "fit cases" not in out
 
 
 def test_shipped_case_file_loads():

@@ -168,7 +168,19 @@ def test_a_cases_file_beside_its_own_inputs(cli, tmp_path, repo_root):
     assert res.code in (0, 1) and "g1" in res.out, res.err
 
 
-def test_a_calibration_that_is_not_text_names_the_case(cli, user_error, cases_file):
-    path = cases_file(_case(calibration=3))
+def test_a_fit_why_that_is_not_text_names_the_case(cli, user_error, cases_file):
+    path = cases_file(_case(fit={"values": {"m": 256}, "why": 3}))
     user_error(cli("validate", "--cases", path), f"{path}, case 'g1'",
-               "cases[0].calibration = 3", "expected a string")
+               "cases[0].fit.why = 3", "expected a string")
+
+
+def test_fit_values_that_are_not_a_mapping_name_the_case(cli, user_error, cases_file):
+    path = cases_file(_case(fit={"values": [1, 2], "why": "x"}))
+    user_error(cli("validate", "--cases", path), f"{path}, case 'g1'",
+               "cases[0].fit.values = [1, 2]", "expected a non-empty mapping of --set keys")
+
+
+def test_the_old_calibration_key_says_what_replaced_it(cli, user_error, cases_file):
+    path = cases_file(_case(calibration="a constant"))
+    user_error(cli("validate", "--cases", path), f"{path}, case 'g1'",
+               "cases[0].calibration = 'a constant'", "fit: {values: {KEY: VALUE}, why: TEXT}")

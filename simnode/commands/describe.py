@@ -1,7 +1,12 @@
 """``simnode describe TOPOLOGY [WORKLOAD] [--set KEY=VALUE ...] [--json] [--comments]``:
 every parameter a run reads, with its value, unit, allowed range, where the value was set
-(``FILE:LINE``, ``--set`` or the declared default), where it comes from (sourced,
-reasoned, calibrated or a setting, with the source ids its comment cites) and its doc.
+(``FILE:LINE``, ``--set``, a calibration overlay or the declared default), where it comes
+from (sourced, reasoned, calibrated or a setting, with the source ids its comment cites)
+and its doc. ``--topology-overlay FILE`` applies a calibration overlay
+(``simnode.config.overlay``): each value it sets shows as set in the overlay and as
+"calibrated on CASES (overlay FILE, DATE)", the cases ``simnode calibrate`` fitted it on; a
+value a case of validation/published.yaml records as fitted on it (``fit:``) shows as
+"calibrated on CASE (FILE, fit: WHY)" while the run uses that value.
 
 Everything but the value and its comment comes from the parameter's declaration
 (``simnode.config.params``); the comment is the one the file gives the key
@@ -31,6 +36,8 @@ def register(subparsers) -> None:
     p.add_argument("workload", nargs="?", default=None, help="workload YAML (workloads/...)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="an override, as for `simnode run` (shown as set by --set)")
+    p.add_argument("--topology-overlay", dest="overlays", action="append", default=[], metavar="FILE",
+                   help="a calibration overlay applied first (its values show as calibrated); repeatable")
     p.add_argument("--json", action="store_true", help="print one JSON object, a row per parameter")
     p.add_argument("--comments", action="store_true", help="print each value's file comment below its row")
     p.set_defaults(func=cmd_describe)
@@ -43,14 +50,15 @@ def _get(tree: dict, dotted: str):
     return node
 
 
-def describe_rows(topology_path, workload_path=None, sets=()) -> list[dict]:
-    """One record per parameter the run reads (see the module docstring)."""
+def describe_rows(topology_path, workload_path=None, sets=(), overlays=()) -> list[dict]:
+    """One record per parameter the run reads (see the module docstring); ``overlays``:
+    ``Overlay`` records applied before ``sets``."""
     from simnode.workloads.loader import load_inputs, load_topology_only
     if workload_path is None:
-        topology, origins = load_topology_only(topology_path, sets)
+        topology, origins = load_topology_only(topology_path, sets, overlays)
         fields, values = (), {}
     else:
-        spec = load_inputs(topology_path, workload_path, sets)
+        spec = load_inputs(topology_path, workload_path, sets, overlays=overlays)
         topology, origins, values = spec.topology, spec.origins, spec.params
         fields = spec.kind.all_fields(values, spec.workload_source)
     files: dict = {}
@@ -67,13 +75,43 @@ def describe_rows(topology_path, workload_path=None, sets=()) -> list[dict]:
             continue
         tree = declarations.resolved(spec_obj)
         for key, p in declarations.walk(type(spec_obj), section + "."):
-            rows.append(_row(key, _get(tree, key[len(section) + 1:]), p, origins.get(key, ""), key, noted))
+            rows.append(_row(key, _get(tree, key[len(section) + 1:]), p, origins.get(key, ""), key, noted,
+                             overlays))
     for p in fields:
-        rows.append(_row(p.name, values[p.name], p, origins.get(f"workload.{p.name}", ""), p.name, noted))
+        rows.append(_row(p.name, values[p.name], p, origins.get(f"workload.{p.name}", ""), p.name, noted,
+                         overlays))
+    return _fitted_on_cases(rows)
+
+
+def _fitted_on_cases(rows: list[dict]) -> list[dict]:
+    """A value a case of the shipped validation file records as fitted on it (``fit:``),
+    while the run uses that value, says so: "calibrated on CASE (FILE, fit: WHY)"."""
+    from simnode.calibrate.provenance import calibrated_by
+    from simnode.commands.validate import DEFAULT_CASES, load_cases
+    if not DEFAULT_CASES.is_file():
+        return rows
+    cases = [c for c in load_cases(DEFAULT_CASES) if c.fit_pairs]
+    for r in rows:
+        if r["set_in"].startswith("overlay "):
+            continue
+        key = ("topology." + r["parameter"] if r["parameter"].startswith(SECTIONS)
+               else r["parameter"])
+        where = calibrated_by(key, r["value"], cases)
+        if where:
+            r["origin"] = where.replace(str(DEFAULT_CASES.parent.parent) + "/", "")
     return rows
 
 
-def _row(key: str, value, p: declarations.Param, set_in: str, file_key: str, noted) -> dict:
+def _row(key: str, value, p: declarations.Param, set_in: str, file_key: str, noted, overlays=()) -> dict:
+    from simnode.workloads.loader import FROM_OVERLAY
+    if set_in.startswith(FROM_OVERLAY):
+        # a fitted value: where it was fitted, never the topology file's comment on its default
+        path = set_in[len(FROM_OVERLAY):]
+        found = next((o for o in overlays if o.path == path), None)
+        return {"parameter": key, "value": list(value) if isinstance(value, tuple) else value,
+                **p.describe(), "origin": found.describe() if found else "calibrated",
+                "cites": [], "set_in": set_in,
+                "comment": found.note if found else ""}
     comment = ""
     where = set_in
     if set_in not in ("", "--set", "default"):
@@ -119,7 +157,9 @@ def format_rows(rows: list[dict], with_comments: bool = False) -> str:
 
 
 def cmd_describe(args) -> int:
-    rows = describe_rows(args.topology, args.workload, args.sets)
+    from simnode.config.overlay import load_overlay
+    overlays = tuple(load_overlay(o) for o in args.overlays)
+    rows = describe_rows(args.topology, args.workload, args.sets, overlays)
     if args.json:
         print(json.dumps({"topology": args.topology, "workload": args.workload, "sets": args.sets,
                           "parameters": rows}, indent=2))

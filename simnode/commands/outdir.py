@@ -14,12 +14,17 @@ run::
     DIR/config.json        {"topology": path, "workload": path, "sets": ["k=v", ...],
                             "params": the workload's fields (defaults filled),
                             "topology_resolved": the topology's declared values,
-                            "origins": {dotted key: file, "--set" or "default"}}
+                            "overlays": [path, ...] (only if a calibration overlay applied),
+                            "origins": {dotted key: file, "--set", "overlay PATH" or "default"}}
 
 sweep::
 
     DIR/sweep.json         {"topology": path, "workload": path, "sets": [...] (the
                             common --set values), "params": {field: [values]},
+                            "overlays": [path, ...] (--topology-overlay, if any),
+                            "band": {"field": "overlay", "overlays": {label: path}}
+                            (sweep --band only: every point once per overlay, its
+                            label as the point's "overlay" field),
                             "points": [{"point": {field: value}, "dir": "points/000"}, ...]}
     DIR/results.json       [{"point": {...}, **the flat result (Result.to_dict())}, ...]
     DIR/results.csv        one row per point, in grid order: "point.FIELD" columns (the
@@ -27,7 +32,9 @@ sweep::
                            string, bool) of the flat result, nested mappings flattened
                            with dots (pipe_busy_frac.aic.m), lists left out; columns in
                            order of first appearance, a cell empty if that point lacks it
-                           (a figure a kind does not compute is absent, never 0)
+                           (a figure a kind does not compute is absent, never 0); a
+                           band sweep adds <figure>_lo and <figure>_hi to every row: the
+                           lowest and highest value over the overlays at that grid point
     DIR/points/NNN/        result.json, config.json (sets = common + the point's) and
                            series.json, as for run; NNN = the point's index,
                            zero-padded to 3 digits (more when there are > 1000 points)
@@ -85,6 +92,7 @@ def run_config(spec) -> dict:
     """config.json of a run: its inputs, what they resolve to and where each value came from."""
     resolved = spec.resolved()
     return {"topology": spec.topology_path, "workload": spec.workload_path, "sets": list(spec.sets),
+            **({"overlays": [o.path for o in spec.overlays]} if spec.overlays else {}),
             "params": resolved["workload"], "topology_resolved": resolved["topology"],
             "origins": dict(spec.origins)}
 
@@ -98,8 +106,12 @@ def write_run(out_dir: str, result, spec) -> Path:
 
 
 def write_sweep(out_dir: str, rows: list, params: dict, topology: str, workload: str,
-                sets: list[str]) -> Path:
-    """Write a sweep's folder from ``[(point, RunSpec, Result)]``; returns it."""
+                sets: list[str], extra: list | None = None, band: dict | None = None,
+                overlays=()) -> Path:
+    """Write a sweep's folder from ``[(point, RunSpec, Result)]``; returns it. ``extra``:
+    per row, columns added to results.json and results.csv (a band's ``<figure>_lo`` and
+    ``_hi``); ``band``: {label: overlay path} of a band sweep; ``overlays``: the overlays
+    applied to every point (both recorded in sweep.json)."""
     path = check_out_dir(out_dir, "sweep")
     width = max(3, len(str(len(rows) - 1)))
     with _staged(path) as stage:
@@ -109,11 +121,16 @@ def write_sweep(out_dir: str, rows: list, params: dict, topology: str, workload:
             (stage / rel).mkdir(parents=True)
             d = _write_point(stage / rel, result, run_config(spec))
             index.append({"point": dict(point), "dir": rel})
-            dicts.append({"point": dict(point), **d})
+            dicts.append({"point": dict(point), **d, **(extra[i] if extra else {})})
         _write_json(stage / "results.json", dicts)
         write_csv(stage / "results.csv", list(params), dicts)
-        _write_json(stage / "sweep.json", {"topology": str(topology), "workload": str(workload),
-                                           "sets": list(sets), "params": params, "points": index})
+        info = {"topology": str(topology), "workload": str(workload), "sets": list(sets),
+                "params": params}
+        if overlays:
+            info["overlays"] = list(overlays)
+        if band:
+            info["band"] = {"field": "overlay", "overlays": dict(band)}
+        _write_json(stage / "sweep.json", {**info, "points": index})
     return path
 
 

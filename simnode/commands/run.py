@@ -24,12 +24,21 @@ HEAVY_TRACE_BYTES = 256 * 2**20
 
 
 def add_inputs(p) -> None:
-    """TOPOLOGY, WORKLOAD and --set, as run, sweep and schedule take them."""
+    """TOPOLOGY, WORKLOAD, --set and --topology-overlay, as run, sweep and schedule take them."""
     p.add_argument("topology", help="topology YAML (topologies/...)")
     p.add_argument("workload", help="workload YAML (workloads/...)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a workload field (m=128) or a topology field "
                         "(topology.chip.memory.hbm_bandwidth_GBps=5000); repeatable")
+    p.add_argument("--topology-overlay", dest="overlays", action="append", default=[], metavar="FILE",
+                   help="a calibration overlay written by `simnode calibrate` (topologies/calibrated/"
+                        "...), applied before --set; repeatable")
+
+
+def overlays_of(args) -> tuple:
+    """The ``--topology-overlay`` files of ``args``, loaded and checked."""
+    from simnode.config.overlay import load_overlay
+    return tuple(load_overlay(o) for o in getattr(args, "overlays", ()))
 
 
 def register(subparsers) -> None:
@@ -57,7 +66,8 @@ def cmd_run(args) -> int:
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import ALWAYS, RunOptions
-    inputs = load_inputs(args.topology, args.workload, args.sets, seed=args.seed)
+    inputs = load_inputs(args.topology, args.workload, args.sets, seed=args.seed,
+                         overlays=overlays_of(args))
     if args.trace_scope and args.trace is None:
         raise ConfigError("--trace-scope", "trace-scope", args.trace_scope[0],
                           "--trace FILE as well (the scope narrows a trace, and none was asked for)")

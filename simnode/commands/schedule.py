@@ -20,8 +20,9 @@ def register(subparsers) -> None:
 def cmd_schedule(args) -> int:
     from simnode.errors import ConfigError
     from simnode.instr.schedule import format_core
+    from simnode.commands.run import overlays_of
     from simnode.workloads.loader import load_inputs
-    inputs = load_inputs(args.topology, args.workload, args.sets)
+    inputs = load_inputs(args.topology, args.workload, args.sets, overlays=overlays_of(args))
     if inputs.kind.build is None:
         raise ConfigError(args.workload, "kind", inputs.kind.name,
                           "a chip workload kind with a single schedule")

@@ -8,6 +8,14 @@ them with ``simnode.commands.executor.execute`` (local worker processes or Dask)
 returns ``[(point, RunSpec, Result)]`` in grid order. Field names are those of ``--set``
 (workload fields, or ``topology.``-prefixed topology fields). ``format_sweep`` prints the
 table from what each kind declares as its headline figures, whatever the kind.
+
+``--topology-overlay FILE`` applies a calibration overlay (``simnode.config.overlay``) to
+every point. ``--band A.yaml,B.yaml,...`` runs every point under each overlay (all in
+one executor call): each run's point gains the field ``overlay`` (the overlay's file
+stem), and per point and headline figure the band is the overlays' lowest and highest
+value (``simnode.calibrate.band``): printed as a table with each overlay's value, added
+to every row of results.csv and results.json as ``<figure>_lo`` and ``<figure>_hi``, and
+recorded in sweep.json (``band``), so the report draws it around the overlays' lines.
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ def register(subparsers) -> None:
     sweep.add_argument("--address", metavar="HOST:PORT", help="dask scheduler (default: a local cluster)")
     sweep.add_argument("--progress", action="store_true",
                        help="draw the progress bar on stderr even when it is not a terminal")
+    sweep.add_argument("--band", default=None, metavar="A.yaml,B.yaml,...",
+                       help="run every point under each of these overlays (two or more) and report, "
+                       "per figure, the lowest, the highest and each overlay's value")
     sweep.set_defaults(func=cmd_sweep)
 
 
@@ -49,18 +60,30 @@ def cmd_sweep(args) -> int:
     import json
     import sys
 
+    from simnode.calibrate.band import BAND_FIELD, band_extra, format_band, parse_band
     from simnode.commands.outdir import check_out_dir, write_sweep
+    from simnode.commands.run import overlays_of
     params = parse_params(args.params)
+    overlays = overlays_of(args)
+    band = parse_band(args.band, params) if args.band is not None else {}
     if args.out is not None:
         check_out_dir(args.out, "sweep")
     rows = run_sweep(args.topology, args.workload, params, args.sets, args.jobs,
                      executor=args.executor, address=args.address,
                      progress=True if args.progress else None,
-                     announce=lambda note: print(f"simnode: note: {note}", file=sys.stderr))
+                     announce=lambda note: print(f"simnode: note: {note}", file=sys.stderr),
+                     overlays=overlays, band=band)
+    extra = band_extra(rows, list(band)) if band else None
     if args.out is not None:
-        write_sweep(args.out, rows, params, args.topology, args.workload, args.sets)
+        swept = {**params, BAND_FIELD: list(band)} if band else params
+        write_sweep(args.out, rows, swept, args.topology, args.workload, args.sets, extra=extra,
+                    band={label: o.path for label, o in band.items()} if band else None,
+                    overlays=[o.path for o in overlays])
     if args.json:
-        print(json.dumps([{"point": p, **r.to_dict()} for p, _, r in rows], indent=2))
+        print(json.dumps([{"point": p, **r.to_dict(), **(extra[i] if extra else {})}
+                          for i, (p, _, r) in enumerate(rows)], indent=2))
+    elif band:
+        print(format_band(rows, list(band)))
     else:
         print(format_sweep(rows))
     return 0
@@ -95,26 +118,34 @@ def grid(params: dict[str, list]) -> list[dict]:
 
 def run_sweep(topology: str, workload: str, params: dict[str, list], sets: list[str],
               jobs: int = 0, executor: str = "local", address: str | None = None,
-              progress: bool | None = None, announce=None) -> list:
+              progress: bool | None = None, announce=None, overlays=(), band=None) -> list:
     """Run every point of ``grid(params)``; ``progress`` None = a bar only on a terminal;
     ``announce(note)`` is told, before anything runs, of the longest point when it is far
-    above its kind's reference run."""
-    from simnode.workloads.loader import load_inputs
+    above its kind's reference run. ``overlays`` apply to every point; ``band`` ({label:
+    Overlay}) runs every point under each (after ``overlays``), the label as the point's
+    ``overlay`` field."""
+    from simnode.calibrate.band import BAND_FIELD
+    from simnode.workloads.loader import check_overlays, load_inputs
     check_executor(executor, address)
-    points = grid(params)
+    grid_points = grid(params)
     topology, workload = str(Path(topology).resolve()), str(Path(workload).resolve())
-    if sets:
-        load_inputs(topology, workload, list(sets))          # a bad --set is named as such
-    specs = []
-    for point in points:
+    check_overlays(tuple(overlays) + tuple((band or {}).values()), topology)
+    if sets or overlays:
+        load_inputs(topology, workload, list(sets), overlays=overlays)   # a bad --set is named as such
+    variants = [({BAND_FIELD: label}, tuple(overlays) + (o,)) for label, o in band.items()] if band \
+        else [({}, tuple(overlays))]
+    points, specs = [], []
+    for point in grid_points:
         point_sets = list(sets) + [assignment_text(k, v) for k, v in point.items()]
-        try:
-            specs.append(load_inputs(topology, workload, point_sets))   # parsed once, here
-        except ConfigError as exc:
-            if not exc.source.startswith("--set"):
-                raise
-            # the --set values passed alone, so the grid point is at fault: name --param
-            raise ConfigError("--param", exc.key_path, exc.value, exc.expected, exc.hint) from None
+        for tag, ovs in variants:
+            try:
+                specs.append(load_inputs(topology, workload, point_sets, overlays=ovs))   # parsed once, here
+                points.append({**point, **tag})
+            except ConfigError as exc:
+                if not exc.source.startswith("--set"):
+                    raise
+                # the --set values passed alone, so the grid point is at fault: name --param
+                raise ConfigError("--param", exc.key_path, exc.value, exc.expected, exc.hint) from None
     if announce is not None:
         long = [(p, s) for p, s in zip(points, specs) if s.cost_note()]
         if long:

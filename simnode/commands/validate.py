@@ -6,9 +6,13 @@
 rows; ``format_cases`` prints the table with the mean and max absolute error. The
 command exits 1 if any case leaves its tolerance.
 
-A case with ``calibration: TEXT`` is one a model constant was set on (TEXT names it): it is
-run and shown ("calib"), but it is not a check, so it never fails the run and stays out of
-the error summary.
+A case a value was fitted to is a ``fit``, never a check: it is run and shown ("fit"), it
+never fails the run, and it stays out of the error summary. Two records make a case a fit
+(``simnode.calibrate.provenance``): its own ``fit: {values: {KEY: VALUE}, why: TEXT}`` (a
+constant of a shipped topology or workload set on this case; a fit while the run uses that
+value, a check again under a ``--set`` that changes it), or a calibration overlay the
+validation applies (``overlays``: each applies to the cases on the topology it was fitted
+on, and lists the cases it was fitted to; ``simnode.config.overlay``).
 
 A case's ``topology`` and ``workload`` paths, when relative, are read next to the cases
 file if they are there, else from the repository root of this checkout (the folder holding
@@ -46,6 +50,10 @@ def register(subparsers) -> None:
                      help="run only cases whose id matches this glob (deepep-*); repeatable")
     val.add_argument("--json", action="store_true",
                      help="print one JSON object (a row per case, then the summary); same exit code")
+    val.add_argument("--topology-overlay", dest="overlays", action="append", default=[],
+                     metavar="FILE", help="a calibration overlay (topologies/calibrated/...) applied "
+                     "to the cases on the topology it was fitted on; the cases it was fitted on show "
+                     "as fit, not as checks; repeatable")
     val.set_defaults(func=cmd_validate)
 
 
@@ -53,8 +61,16 @@ def cmd_validate(args) -> int:
     import json
 
     from simnode.commands.baselines import select
+    from simnode.config.overlay import applying, load_overlay
+    overlays = [load_overlay(o) for o in args.overlays]
     cases = select(load_cases(cases_path(args.cases)), args.only)
-    rows = run_cases(cases, sets=args.sets, jobs=args.jobs)
+    for o in overlays:
+        if not any(applying([o], _paths(c)[0]) for c in cases):
+            raise ConfigError(o.path, "topology", o.topology,
+                              "the topology of at least one chosen case (" + ", ".join(
+                                  sorted({c.topology for c in cases})) + "): an overlay applies "
+                              "only to cases on the topology it was fitted on")
+    rows = run_cases(cases, sets=args.sets, jobs=args.jobs, overlays=overlays)
     print(json.dumps(cases_json(rows), indent=2) if args.json else format_cases(rows))
     return 0 if all(r.ok for r in rows) else 1
 
@@ -78,7 +94,13 @@ class Case:
     tolerance: float     #: fraction of the published value
     file: str = ""       #: the cases file it came from
     index: int = -1      #: its position in the file's ``cases:`` list
-    calibration: str = ""  #: the model constant set on this case ("": a check)
+    #: values fitted on this case (``fit.values``), as (--set key, value) pairs, and why
+    fit_pairs: tuple = ()
+    fit_why: str = ""
+
+    @property
+    def fit_values(self) -> dict:
+        return dict(self.fit_pairs)
 
     @property
     def where(self) -> str:
@@ -93,6 +115,9 @@ class Case:
 class CaseResult:
     case: Case
     model: float
+    #: "" for a check; else what was fitted on the case (its own fit, or an overlay)
+    fit: str = ""
+    overlays: tuple = ()         #: paths of the overlays the case ran with
 
     @property
     def error_frac(self) -> float:
@@ -100,8 +125,8 @@ class CaseResult:
 
     @property
     def ok(self) -> bool:
-        """Within tolerance; a calibration case is not a check and never fails."""
-        return bool(self.case.calibration) or abs(self.error_frac) <= self.case.tolerance
+        """Within tolerance; a fit case is not a check and never fails."""
+        return bool(self.fit) or abs(self.error_frac) <= self.case.tolerance
 
 
 def cases_path(option: str | None) -> Path:
@@ -158,13 +183,36 @@ def load_cases(path) -> list[Case]:
         metric = c.string("metric")
         if not metric.strip():
             raise c.error("metric", metric, "the name of a numeric field of the run's JSON result")
+        if c.has("calibration"):
+            raise c.error("calibration", c.raw("calibration"), "no such key: a case a value was "
+                          "fitted on says so with fit: {values: {KEY: VALUE}, why: TEXT}")
+        pairs, why = _fit(c)
         cases.append(Case(cid, c.string("source"), c.string("topology"), c.string("workload"),
                           tuple(assignment_text(k, v) for k, v in sets.items()), metric,
                           c.number("published", positive=True), c.number("tolerance", positive=True),
-                          str(path), i, c.string("calibration", default="")))
+                          str(path), i, pairs, why))
         c.finish()
     r.finish()
     return cases
+
+
+def _fit(c: Reader) -> tuple[tuple, str]:
+    """A case's ``fit:``: ((key, value), ...) and why (none: ((), ""))."""
+    if not c.has("fit"):
+        return (), ""
+    f = c.section("fit")
+    values = f.raw("values")
+    if not isinstance(values, dict) or not values:
+        raise f.error("values", values, "a non-empty mapping of --set keys (topology.KEY... or a "
+                      "workload field) to the values fitted on this case")
+    for k, v in values.items():
+        if not isinstance(k, str) or not k.strip() or "=" in k:
+            raise f.error(f"values.{k}", v, "a --set key (topology.KEY... or a workload field)")
+        if isinstance(v, (dict, list)) or v is None:
+            raise f.error(f"values.{k}", v, "a number, string or boolean")
+    why = f.string("why")
+    f.finish()
+    return tuple(values.items()), why
 
 
 def resolve(path: str, cases_file: str = "") -> Path:
@@ -219,23 +267,30 @@ def _numeric(result: dict) -> list[str]:
     return [k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
-def run_cases(cases: list[Case], sets=(), jobs: int = 0) -> list[CaseResult]:
-    """Check every case's inputs (files, ``set:`` entries, ``sets`` for all), then run them;
-    relative paths are read from the repository root (``resolve``)."""
+def run_cases(cases: list[Case], sets=(), jobs: int = 0, overlays=()) -> list[CaseResult]:
+    """Check every case's inputs (files, ``set:`` entries, ``sets`` for all, the
+    ``overlays`` that apply to it: those fitted on its topology), then run them; relative
+    paths are read from the repository root (``resolve``)."""
     from simnode.commands.executor import execute
+    from simnode.config.overlay import applying
     from simnode.workloads.loader import load_inputs
     for s in sets:
         parse_assignment(s)                         # a malformed --set is the CLI's, not a case's
-    specs = []
+    specs, fits = [], []
     for c in cases:
         topology, workload = _paths(c)
+        mine = applying(list(overlays), topology)
         try:
-            specs.append(load_inputs(topology, workload, list(c.sets) + list(sets)))
+            spec = load_inputs(topology, workload, list(c.sets) + list(sets), overlays=mine)
         except ConfigError as exc:
+            if any(exc.source == o.path for o in mine):
+                raise
             raise in_entry(exc, c.where, c.key_path("set"), c.sets, sets) from None
+        specs.append(spec)
+        fits.append(_fit_of(c, spec, mine))
     results = execute(specs, jobs, labels=[c.where for c in cases], title="validate")
     rows = []
-    for c, result in zip(cases, results):
+    for c, spec, fit, result in zip(cases, specs, fits, results):
         out = result.to_dict()
         numeric = _numeric(out)
         if c.metric not in numeric:
@@ -244,12 +299,24 @@ def run_cases(cases: list[Case], sets=(), jobs: int = 0) -> list[CaseResult]:
                     else "a numeric field of the run's JSON result")
             raise ConfigError(c.where, c.key_path("metric"), c.metric, f"{kind}: " + ", ".join(numeric),
                               did_you_mean(c.metric, numeric))
-        rows.append(CaseResult(c, float(out[c.metric])))
+        rows.append(CaseResult(c, float(out[c.metric]), fit, tuple(o.path for o in spec.overlays)))
     return rows
 
 
+def _fit_of(c: Case, inputs, overlays: list) -> str:
+    """What makes the case a fit ("": a check): an overlay fitted on it, or its own ``fit:``
+    while the run uses the values it records."""
+    from simnode.calibrate.provenance import same, value_in_use
+    for o in overlays:
+        if o.fitted(c.id, c.metric, c.published):
+            return "overlay " + o.path
+    if c.fit_pairs and all(same(v, value_in_use(inputs, k)) for k, v in c.fit_pairs):
+        return "sets " + ", ".join(f"{k} = {v}" for k, v in c.fit_pairs) + f" ({c.fit_why})"
+    return ""
+
+
 def _within(r: CaseResult) -> str:
-    return "calib" if r.case.calibration else ("yes" if r.ok else "NO")
+    return "fit" if r.fit else ("yes" if r.ok else "NO")
 
 
 def format_cases(rows: list[CaseResult]) -> str:
@@ -258,35 +325,40 @@ def format_cases(rows: list[CaseResult]) -> str:
                          f"{100 * r.error_frac:+.1f}", f"{100 * r.case.tolerance:.0f}",
                          _within(r), r.case.source] for r in rows]
     lines = [align(table)]
-    checks = [r for r in rows if not r.case.calibration]
-    calib = [f"{r.case.id} sets {r.case.calibration}" for r in rows if r.case.calibration]
+    checks = [r for r in rows if not r.fit]
+    fitted = [f"{r.case.id} ({r.fit})" for r in rows if r.fit]
     if checks:
         errs = [abs(r.error_frac) for r in checks]
         lines.append(f"mean |error| {100 * sum(errs) / len(errs):.1f}%, max |error| "
                      f"{100 * max(errs):.1f}%, {sum(r.ok for r in checks)} of {len(checks)} "
                      f"within tolerance")
-    if calib:
-        lines.append(f"calibration cases, not checks: {'; '.join(calib)}")
+    else:
+        lines.append("no checks: every case shown is a fit")
+    if fitted:
+        lines.append(f"fit cases, not checks: {'; '.join(fitted)}")
+    overlays = sorted({o for r in rows for o in r.overlays})
+    if overlays:
+        lines.append("with overlays: " + ", ".join(overlays))
     return "\n".join(lines)
 
 
 def cases_json(rows: list[CaseResult]) -> dict:
-    """The table as one JSON object: a row per case (fractions, not %; a calibration case's
-    ``within`` is null and its ``calibration`` names the constant) and the summary of the
+    """The table as one JSON object: a row per case (fractions, not %; a fit case's
+    ``within`` is null and its ``fit`` says what was fitted on it) and the summary of the
     checks."""
-    checks = [r for r in rows if not r.case.calibration]
+    checks = [r for r in rows if not r.fit]
     errs = [abs(r.error_frac) for r in checks] or [0.0]
     return {
         "cases": [{"id": r.case.id, "metric": r.case.metric, "model": r.model,
                    "published": r.case.published, "error_frac": r.error_frac,
                    "tolerance_frac": r.case.tolerance,
-                   "within": None if r.case.calibration else r.ok, "source": r.case.source,
+                   "within": None if r.fit else r.ok, "source": r.case.source,
                    "topology": r.case.topology, "workload": r.case.workload,
-                   "set": list(r.case.sets), "calibration": r.case.calibration or None}
+                   "set": list(r.case.sets), "fit": r.fit or None, "overlays": list(r.overlays)}
                   for r in rows],
         "mean_abs_error_frac": sum(errs) / len(errs),
         "max_abs_error_frac": max(errs),
         "within": sum(r.ok for r in checks),
         "total": len(checks),
-        "calibration_cases": len(rows) - len(checks),
+        "fit_cases": len(rows) - len(checks),
     }

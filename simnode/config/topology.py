@@ -64,6 +64,14 @@ def optional_keys() -> tuple[str, ...]:
     return params.optional_keys(ChipSpec, "chip.") + params.optional_keys(SupernodeSpec, "supernode.")
 
 
+def declared_keys() -> tuple[str, ...]:
+    """Every dotted topology parameter (``chip.memory.hbm_bandwidth_GBps``,
+    ``supernode.wqe_processing_ns``), from the declarations: what a ``topology.*`` key of an
+    overlay may name."""
+    return (tuple(k for k, _ in params.walk(ChipSpec, "chip."))
+            + tuple(k for k, _ in params.walk(SupernodeSpec, "supernode.")))
+
+
 def topology_from_mapping(data: dict, source: str) -> Topology:
     r = Reader(data, source)
     chip = chip_from_mapping(r.raw("chip"), source)

@@ -54,6 +54,8 @@ class ResultFolder:
     is_sweep: bool
     params: dict                      #: swept field -> values ({} for a run)
     points: list                      #: [PointData], in grid order
+    #: a band sweep's point field naming each run's overlay (sweep.json "band"), else ""
+    band_field: str = ""
 
     @property
     def workload(self) -> str:
@@ -294,7 +296,12 @@ def _load_folder(path: Path) -> ResultFolder:
                                   'a folder inside the sweep folder ("points/NNN"): a sweep\'s points '
                                   'live in it, not at an absolute path or outside it ("..")')
             points.append(_point(path / entry["dir"], entry["point"]))
-        return ResultFolder(path, True, params, points)
+        band = sweep.get("band")
+        band_field = band.get("field") if isinstance(band, dict) else ""
+        if band is not None and not (isinstance(band_field, str) and band_field in params):
+            raise ConfigError(str(sweep_path), "band.field", shown(band_field),
+                              "the swept field that names each run's overlay (a key of params)")
+        return ResultFolder(path, True, params, points, band_field or "")
     if (path / "result.json").exists():
         return ResultFolder(path, False, {}, [_point(path, {})])
     raise ConfigError("simnode report", "RESULT_DIR", str(path), LAYOUTS)

@@ -216,12 +216,15 @@ def _plots(folder: ResultFolder, published=()) -> list[str]:
     pts = folder.points
     for field in plots.sweep_fields(pts, folder.params)[:1]:
         try:
-            png = plots.sweep_png(pts, field, published, f"{folder.workload}: headline figures against {field}")
+            png = plots.sweep_png(pts, field, published, f"{folder.workload}: headline figures against {field}",
+                                  band_field=folder.band_field)
         except ValueError:
             continue
+        band = (f" One line per calibration overlay ({folder.band_field}); the shaded band spans "
+                "their lowest to highest value.") if folder.band_field else ""
         out.append(_figure(png, f"headline figures against {field}",
                            f"Each headline figure against {field}, one panel per unit; stars: the published "
-                           "figures of the validation file at that value, error bars their tolerance."))
+                           "figures of the validation file at that value, error bars their tolerance." + band))
     with_series = [p for p in pts if p.result.series]
     for p in with_series[:MAX_HEATMAPS]:
         for name in dict.fromkeys(s.name for s in p.result.series):

@@ -8,7 +8,9 @@ never by a kind's name:
   per unit, one line per other swept setting; published figures (``published``: records
   {metric, workload, set, published, tolerance_frac, source} from the validation file,
   which the ``report`` command reads) of the same metric and workload, measured at plain
-  values of that field, as stars with their tolerance as error bars.
+  values of that field, as stars with their tolerance as error bars. A band sweep
+  (``band_field``: the point field naming each run's overlay, ``sweep --band``) draws one
+  line per overlay and shades, per figure, the band between their lowest and highest value.
 - ``series_png(series)``: a heat map per kernel of series of one name (a link's, a rank
   resource's busy fraction over time); the rows with the highest mean first, and rows named
   ``group.what`` (``rank3.hbm``) kept together by group.
@@ -64,9 +66,12 @@ def published_for(published, workload: str, field: str, metrics) -> list[dict]:
             and set(q["set"]) == {field}]
 
 
-def sweep_png(points, field: str, published=(), title: str = "") -> bytes:
-    """``points``: PointData of a sweep over ``field``; see the module docstring."""
-    columns = [(n, u) for n, u in _headlines(points) if any(n in p.flat for p in points)]
+def sweep_png(points, field: str, published=(), title: str = "", band_field: str = "",
+              only=()) -> bytes:
+    """``points``: PointData of a sweep over ``field``; see the module docstring. ``only``:
+    the headline figures to draw (all if empty)."""
+    columns = [(n, u) for n, u in _headlines(points) if any(n in p.flat for p in points)
+               and (not only or n in only)]
     if not columns or len(points) < 2:
         raise ValueError(f"no headline figure to plot against {field}")
     units_ = list(dict.fromkeys(u for _, u in columns))
@@ -87,10 +92,14 @@ def sweep_png(points, field: str, published=(), title: str = "") -> bytes:
             for name in names:
                 with_it = [q for q in pts if name in q.flat]
                 if with_it:
+                    # a band: every overlay's line of one figure in that figure's colour
+                    same = {"color": color[name]} if band_field and name in color else {}
                     line, = ax.plot([q.point[field] for q in with_it], [q.flat[name] for q in with_it],
-                                    marker=markers[i % len(markers)],
+                                    marker=markers[i % len(markers)], **same,
                                     label=f"{name} (model{', ' + others if others else ''})")
                     color.setdefault(name, line.get_color())
+        if band_field:
+            _shade_band(ax, points, field, band_field, names, color)
         for q in published_for(published, workload, field, names):
             ax.errorbar([q["set"][field]], [q["published"]], yerr=[q["published"] * q["tolerance_frac"]],
                         fmt="*", markersize=13, capsize=4, color=color.get(q["metric"], "black"),
@@ -109,6 +118,25 @@ def sweep_png(points, field: str, published=(), title: str = "") -> bytes:
     axes[0].set_title(title or f"headline figures against {field}")
     fig.tight_layout()
     return _png(fig)
+
+
+def _shade_band(ax, points, field: str, band_field: str, names, color: dict) -> None:
+    """Per figure (and setting of the other swept fields), the band between the overlays'
+    lowest and highest value at each value of ``field``."""
+    groups: dict = {}
+    for p in points:
+        others = tuple((k, v) for k, v in p.point.items() if k not in (field, band_field))
+        groups.setdefault(others, {}).setdefault(p.point[field], []).append(p)
+    for others, by_x in groups.items():
+        xs = sorted(by_x)
+        for name in names:
+            vals = [[q.flat[name] for q in by_x[x] if name in q.flat] for x in xs]
+            if not all(vals):
+                continue
+            where = ", ".join(f"{k}={v}" for k, v in others)
+            ax.fill_between(xs, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2,
+                            color=color.get(name), linewidth=0,
+                            label=f"{name} band ({len(vals[0])} overlays{', ' + where if where else ''})")
 
 
 # -- (b) time series as heat maps -----------------------------------------------------------------

@@ -6,6 +6,7 @@ BUILTIN = {
     "sparse_mla": "simnode.workloads.sparse_mla",
     "topk": "simnode.workloads.topk",
     "deepep": "simnode.workloads.deepep",
+    "deepep_hccs": "simnode.workloads.deepep_hccs",
     "transport": "simnode.workloads.transport",
     "tile": "simnode.workloads.tile",
     "grouped_gemm": "simnode.workloads.grouped_gemm",

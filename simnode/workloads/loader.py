@@ -4,8 +4,11 @@
 applies the overrides (keys starting with ``topology.`` go to the topology file's mapping,
 all others to the workload's fields), validates everything against the declarations
 (``simnode.config.params``) and returns a ``RunSpec``: the resolved configuration and,
-per parameter, where its value came from (``origins``: the file, ``--set`` or the
-declared default). A ``RunSpec`` pickles, so a sweep's worker, a Dask cluster or the
+per parameter, where its value came from (``origins``: the file, ``--set``, a calibration
+overlay or the declared default). ``overlays`` (``simnode.config.overlay.Overlay``, from
+``--topology-overlay`` or ``sweep --band``) apply their fitted values before the
+``--set`` overrides (which win); each must have been fitted on this topology file, and a
+key of one that the run does not have is an error of the overlay file (``values.KEY``). A ``RunSpec`` pickles, so a sweep's worker, a Dask cluster or the
 validation and regression pools run exactly what the parent parsed; nothing reads a file
 again (a tile program is imported where it runs, by its resolved path).
 """
@@ -26,6 +29,8 @@ from simnode.workloads.registry import WorkloadKind, get_kind
 TOPOLOGY_PREFIX = "topology."
 #: ``RunSpec.origins`` values besides a file path
 FROM_SET, FROM_DEFAULT = "--set", "default"
+#: ``RunSpec.origins`` of a value an overlay sets: this prefix, then the overlay's path
+FROM_OVERLAY = "overlay "
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class RunSpec:
     #: where each value came from, by dotted key ("chip.memory.hbm_bandwidth_GBps",
     #: "supernode.num_ranks", "workload.seed"): a file path, FROM_SET or FROM_DEFAULT
     origins: dict = field(default_factory=dict, compare=False)
+    #: the calibration overlays applied (``Overlay`` records), in order
+    overlays: tuple = ()
 
     @property
     def kind(self) -> WorkloadKind:
@@ -54,7 +61,8 @@ class RunSpec:
     @property
     def key(self) -> tuple:
         """What makes two runs the same run (validation cases sharing one run)."""
-        return (self.topology_path, self.workload_path, self.sets)
+        return (self.topology_path, self.workload_path, self.sets,
+                tuple(o.path for o in self.overlays))
 
     def run(self, options=None, name: str | None = None):
         """The kind's result, recording the seed it ran with (kinds with a seed field); an
@@ -164,8 +172,9 @@ def _topology(topology_path, topo_sets: dict) -> tuple[Topology, dict, str]:
     return topology_from_mapping(topo_raw, topo_src), topo_raw, chip_file
 
 
-def load_topology_only(topology_path, sets=()) -> tuple[Topology, dict]:
-    """A topology file with ``topology.*`` overrides: the topology and its ``origins``."""
+def load_topology_only(topology_path, sets=(), overlays=()) -> tuple[Topology, dict]:
+    """A topology file with ``topology.*`` overrides (and the ``topology.*`` values of
+    ``overlays``, applied first): the topology and its ``origins``."""
     if not str(topology_path).strip():
         raise ConfigError("the TOPOLOGY argument", "", str(topology_path),
                           "a topology YAML file path (it is empty)")
@@ -174,12 +183,29 @@ def load_topology_only(topology_path, sets=()) -> tuple[Topology, dict]:
         key = next(iter(work_sets))
         raise ConfigError("--set", key, work_sets[key], "a topology.* key (no WORKLOAD is given, "
                           "so there are no workload fields to set)")
-    topology, raw, chip_file = _topology(topology_path, topo_sets)
-    return topology, _origins(topology, raw, topo_sets, {"chip": chip_file,
-                                                         "supernode": str(topology_path)}, {}, {}, "", ())
+    overlays = tuple(overlays)
+    check_overlays(overlays, topology_path)
+    over = {}
+    from_overlay = {}
+    for o in overlays:
+        for key, value in o.values.items():
+            if key.startswith(TOPOLOGY_PREFIX):      # workload values need a WORKLOAD
+                over[key[len(TOPOLOGY_PREFIX):]] = value
+                from_overlay[key[len(TOPOLOGY_PREFIX):]] = FROM_OVERLAY + o.path
+    try:
+        topology, raw, chip_file = _topology(topology_path, {**over, **topo_sets})
+    except ConfigError as exc:
+        raise _in_overlay(exc, overlays, sets) from None
+    origins = _origins(topology, raw, {**over, **topo_sets}, {"chip": chip_file,
+                                                              "supernode": str(topology_path)}, {}, {}, "", ())
+    for key, where in from_overlay.items():
+        if key in origins and not any(key == k or key.startswith(k + ".") for k in topo_sets):
+            origins[key] = where
+    return topology, origins
 
 
-def load_inputs(topology_path, workload_path, sets=(), seed: int | None = None) -> RunSpec:
+def load_inputs(topology_path, workload_path, sets=(), seed: int | None = None,
+                overlays=()) -> RunSpec:
     """Parse one run (see the module docstring); ``seed`` is ``--seed``: the same as
     ``--set seed=N`` for a kind with a seed field, and an error together with it."""
     for name, path in (("TOPOLOGY", topology_path), ("WORKLOAD", workload_path)):
@@ -187,8 +213,54 @@ def load_inputs(topology_path, workload_path, sets=(), seed: int | None = None) 
             raise ConfigError(f"the {name} argument", "", str(path), f"a {name.lower()} YAML file path (it is empty)")
     if isinstance(sets, dict):                  # {key: typed value}, as validation cases give them
         sets = [assignment_text(k, v) for k, v in sets.items()]
+    overlays = tuple(overlays)
+    if overlays:
+        check_overlays(overlays, topology_path)
+        try:
+            return _load(topology_path, workload_path, list(sets), seed, overlays)
+        except ConfigError as exc:
+            raise _in_overlay(exc, overlays, sets) from None
+    return _load(topology_path, workload_path, list(sets), seed, ())
+
+
+def check_overlays(overlays, topology_path) -> None:
+    """Each overlay was fitted on ``topology_path`` (the same file), else an error naming it."""
+    for o in overlays:
+        if not same_file(o.base_path(), topology_path):
+            raise ConfigError(o.path, "topology", o.topology,
+                              f"the topology this run uses ({topology_path}): an overlay's values "
+                              f"were fitted on one topology and apply to it alone")
+
+
+def same_file(a, b) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _in_overlay(exc: ConfigError, overlays, sets) -> ConfigError:
+    """An error about a key an overlay sets (and no --set overrides) named in the overlay."""
+    mine = [s.partition("=")[0].strip() for s in sets]
+    for o in reversed(overlays):
+        for key in o.values:
+            for cand in (exc.key_path, TOPOLOGY_PREFIX + exc.key_path):
+                if exc.key_path and (cand == key or cand.startswith(key + ".")) and key not in mine:
+                    return ConfigError(o.path, f"values.{key}", exc.value, exc.expected, exc.hint)
+    return exc
+
+
+def _load(topology_path, workload_path, sets: list, seed, overlays: tuple) -> RunSpec:
     set_text = tuple(sets)
-    work_sets, topo_sets = split_sets(list(sets))
+    over = [s for o in overlays for s in o.sets()]
+    over_work, over_topo = split_sets(over)
+    user_work, user_topo = split_sets(sets)
+    work_sets, topo_sets = {**over_work, **user_work}, {**over_topo, **user_topo}
+    from_overlay = {}
+    for o in overlays:
+        for key in o.values:
+            from_overlay[key[len(TOPOLOGY_PREFIX):] if key.startswith(TOPOLOGY_PREFIX)
+                         else "workload." + key] = FROM_OVERLAY + o.path
     topology, topo_raw, chip_file = _topology(topology_path, topo_sets)
 
     data = load_yaml(workload_path)
@@ -219,8 +291,12 @@ def load_inputs(topology_path, workload_path, sets=(), seed: int | None = None) 
         kind.check(topology, params, src)
     origins = _origins(topology, topo_raw, topo_sets, {"chip": chip_file, "supernode": str(topology_path)},
                        file_data, work_sets, str(workload_path), fields)
+    user_keys = set(user_topo) | {"workload." + k for k in user_work}
+    for key, where in from_overlay.items():
+        if key in origins and not any(key == k or key.startswith(k + ".") for k in user_keys):
+            origins[key] = where
     return RunSpec(topology, kind.name, params, src, str(topology_path), str(workload_path),
-                   set_text, origins)
+                   set_text, origins, overlays)
 
 
 def _with_seed(work_sets: dict, seed: int, data: dict, source: str) -> dict:

@@ -1,0 +1,28 @@
+"""Where a fitted value is recorded: the cases file's fit: records and overlays."""
+
+
+def test_describe_provenance_names_the_cases_a_shipped_constant_was_fitted_on():
+    from pathlib import Path
+
+    from simnode.calibrate.provenance import calibrated_by
+    from simnode.commands.validate import load_cases
+    cases = load_cases(Path(__file__).resolve().parents[2] / "validation" / "published.yaml")
+    text = calibrated_by("topology.chip.vector.ops_per_cycle.vf_alu", 64.4, cases)
+    assert "calibrated on sparse-mla-decode-fp8-b1-sq4096" in text and "VF instruction rate" in text
+    assert "sparse-mla-decode-fp8-b64" in calibrated_by("cold_start_ns", 10400, cases)
+    assert calibrated_by("topology.chip.vector.ops_per_cycle.vf_alu", 51, cases) == ""
+
+
+def test_describe_shows_a_value_fitted_on_a_case_as_calibrated_while_the_run_uses_it(cli, repo_root):
+    import json
+    args = ("describe", repo_root / "topologies/ascend950dt.yaml", repo_root / "workloads/sparse-mla-decode.yaml",
+            "--json")
+    rows = {r["parameter"]: r for r in json.loads(cli(*args).out)["parameters"]}
+    assert rows["cold_start_ns"]["origin"].startswith(
+        "calibrated on sparse-mla-decode-fp8-b64 (validation/published.yaml, fit: the per-launch time")
+    assert rows["chip.vector.ops_per_cycle.vf_alu"]["origin"].startswith(
+        "calibrated on sparse-mla-decode-fp8-b1-sq4096")
+    # another value is no fit: its origin is what its file says
+    res = cli(*args[:-1], "--set", "topology.chip.vector.ops_per_cycle.vf_alu=51", "--json")
+    rows = {r["parameter"]: r for r in json.loads(res.out)["parameters"]}
+    assert not rows["chip.vector.ops_per_cycle.vf_alu"]["origin"].startswith("calibrated on")
