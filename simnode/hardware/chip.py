@@ -116,12 +116,24 @@ class _Flag:
         self.waiter = None
 
 
+class _Resume:
+    """What SimPy's queue needs of an event (``callbacks``, ``_ok``) and no more: a pipe's
+    wake-up at a later time, one object per pipe, reused (a pipe waits for at most one)."""
+    __slots__ = ("callbacks", "fire", "_ok", "_value")
+
+    def __init__(self, sim: "ChipSim", p: "_Pipe"):
+        self.callbacks = None
+        self.fire = [lambda _e: sim._wake(p)]
+        self._ok = True
+        self._value = None
+
+
 class _Pipe:
     """One pipe's place in its instruction list and its clocks (see the module docstring)."""
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
                  "copy_start", "copy_parts", "copy_end", "copied", "aligned", "finished", "name",
-                 "group", "ops")
+                 "group", "ops", "resume")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -144,6 +156,7 @@ class _Pipe:
         self.finished = False
         self.group = None           #: the launch it belongs to: {"left", "done", "run"}
         self.ops = None             #: the compiled program (``ChipSim._compile``)
+        self.resume = None          #: its ``_Resume``, made at its first wait for a copy's time
 
 
 class ChipSim:
@@ -178,7 +191,8 @@ class ChipSim:
     # -- public ---------------------------------------------------------------------------
     def launch(self, schedule: KernelSchedule) -> tuple[simpy.Event, ChipRun]:
         """Start every pipe of ``schedule``; the event fires when all have finished."""
-        schedule.check(self.chip)
+        distinct: dict = {}                 # each pipe's distinct records, found by the check
+        schedule.check(self.chip, distinct)
         now = self.env.now
         run = ChipRun(schedule, now, now)
         chip = self.chip
@@ -211,7 +225,7 @@ class ChipSim:
         for p in pipes:
             p.stats.finish_ns = now
             p.group = state
-            p.ops = self._compile(p, cache)
+            p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)))
         if not pipes:
             self._finish(run)
             done.succeed()
@@ -279,9 +293,15 @@ class ChipSim:
             self._draining = False
 
     def _resume_at(self, p: _Pipe) -> None:
-        """A pipe whose next GM copy starts at ``p.t`` > now: run it again then."""
+        """A pipe whose next GM copy starts at ``p.t`` > now: run it again then (its
+        ``_Resume``, queued as a Timeout of that delay would be, so in the same order)."""
         p.aligned = True
-        self.env.timeout(p.t - self.env.now).callbacks.append(lambda _e: self._wake(p))
+        r = p.resume
+        if r is None:
+            r = p.resume = _Resume(self, p)
+        r.callbacks = r.fire
+        env = self.env
+        env.schedule(r, _NORMAL, p.t - env.now)
 
     def _wake(self, p: _Pipe) -> None:
         self._ready.append(p)
@@ -303,7 +323,13 @@ class ChipSim:
         regions = ins.regions if type(ins) is isa.Copy else ()
         p.copy_end = -math.inf
         if not regions:
-            res = self._gm_resources(ins, path)
+            # L2 hit or miss: a miss and a write also stream through HBM
+            allocate = ins.l2_hint == "normal"
+            if path.write:
+                self.l2.write(ins.gm_key, size, allocate)
+                res = self._res_miss
+            else:
+                res = self._res_hit if self.l2.read(ins.gm_key, size, allocate) else self._res_miss
             p.copy_parts = 1
             share.start_cb(size, res, None, path.bw, self._copy_done, p)
             return
@@ -321,19 +347,8 @@ class ChipSim:
             share.start_cb(part * misses, self._res_miss, None,
                            path.bw * misses / len(regions), self._copy_done, p)
 
-    def _gm_resources(self, ins, path: _Path) -> tuple:
-        """Decide L2 hit/miss for a GM copy and return the resources it streams through."""
-        allocate = ins.l2_hint == "normal"
-        size = ins.size_bytes if type(ins) is isa.Copy else _fix_bytes(ins)
-        if path.write:
-            self.l2.write(ins.gm_key, size, allocate)
-            return self._res_miss
-        if self.l2.read(ins.gm_key, size, allocate):
-            return self._res_hit
-        return self._res_miss
-
     # -- compiled pipe programs -----------------------------------------------------------
-    def _compile(self, p: _Pipe, cache: dict) -> list:
+    def _compile(self, p: _Pipe, cache: dict, distinct: list) -> list:
         """The pipe's instructions as op tuples, resolved once per distinct record (records
         are shared, frozen objects, so a pipe of a million instructions holds a few hundred):
         (WAIT, flag, setter), (SET, flag), (TIME, dur, lat) for work that touches nothing
@@ -342,14 +357,17 @@ class ChipSim:
         core, unit = p.core, p.unit
         traced = p.tid is not None
         local = cache.setdefault((core, unit, p.pipe, p.cyc, traced), {})
-        distinct = dict(zip(map(id, p.instrs), p.instrs))      # C-speed passes over the list
-        for key, ins in distinct.items():
+        Copy, paths, on_mte2 = isa.Copy, self._paths, p.pipe == "mte2"
+        for ins in distinct:                # the pipe's distinct records (``KernelSchedule.check``)
+            key = id(ins)
             if key in local:
                 continue
             typ = type(ins)
-            if typ is isa.Mmad or typ is isa.VecOp or typ is isa.Scalar or typ is isa.Delay or (
-                    (typ is isa.Copy or typ is isa.Fixpipe) and p.pipe != "mte2"
-                    and not self._paths[ins.path].gm):
+            if typ is Copy and on_mte2:         # the most numerous distinct records: gathers
+                op = (_COPY, ins, paths[ins.path], ins.size_bytes)
+            elif typ is isa.Mmad or typ is isa.VecOp or typ is isa.Scalar or typ is isa.Delay or (
+                    (typ is Copy or typ is isa.Fixpipe) and not on_mte2
+                    and not paths[ins.path].gm):
                 op = self._time_op(ins, typ, p.cyc, traced)
             elif typ is isa.WaitFlag:
                 op = (_WAIT, self._flag((core, unit, ins.src, ins.dst, ins.event)), ins.src)
@@ -359,9 +377,8 @@ class ChipSim:
                 op = (_SET, self._flag((core, unit, ins.src, ins.dst, ins.event)))
             elif typ is isa.CrossSet:
                 op = (_SET, self._flag(("x", core, unit, ins.to_unit, ins.flag)))
-            elif typ is isa.Copy or typ is isa.Fixpipe:
-                op = (_COPY, ins, self._paths[ins.path],
-                      ins.size_bytes if typ is isa.Copy else _fix_bytes(ins))
+            elif typ is Copy or typ is isa.Fixpipe:
+                op = (_COPY, ins, paths[ins.path], ins.size_bytes if typ is Copy else _fix_bytes(ins))
             elif typ is isa.Barrier:
                 op = (_BARRIER,)
             else:
@@ -451,10 +468,12 @@ class ChipSim:
                         args = {k: v for k, v in args.items() if k != "_comp"}
                         args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
                     tracer.span(pid, tid, op[3], t, op[1], args)
-                t += op[1]
-                busy += op[1]
-                if t + op[2] > done:
-                    done = t + op[2]
+                dur = op[1]
+                t += dur
+                busy += dur
+                comp = t + op[2]
+                if comp > done:
+                    done = comp
             elif kind == _WAIT:
                 f = op[1]
                 q = f.q
@@ -541,6 +560,7 @@ class ChipSim:
 
 
 _TIME, _WAIT, _SET, _COPY, _BARRIER = range(5)
+_NORMAL = simpy.events.NORMAL
 
 
 def _fix_bytes(ins: isa.Fixpipe) -> int:

@@ -54,8 +54,10 @@ class KernelSchedule:
     def num_instructions(self) -> int:
         return sum(c.num_instructions() for c in self.cores)
 
-    def check(self, chip) -> None:
-        """Raise ScheduleError for anything the hardware cannot run."""
+    def check(self, chip, distinct: dict | None = None) -> None:
+        """Raise ScheduleError for anything the hardware cannot run. ``distinct``, if given,
+        receives id(a pipe's instruction list) -> its distinct records (by identity, in order
+        of first use): what the check went through, for a caller that resolves each once."""
         if len(self.cores) > chip.num_ai_cores:
             raise ScheduleError(f"schedule '{self.name}' uses {len(self.cores)} AI cores; "
                                 f"chip '{chip.name}' has {chip.num_ai_cores}.")
@@ -71,8 +73,11 @@ class KernelSchedule:
                                         f"'{pipe}' (pipes: {', '.join(isa.pipes_of(unit))}).")
                 # generators share identical records: check each distinct one once per pipe
                 kind = isa.unit_kind(unit)
-                for ins in dict(zip(map(id, instrs), instrs)).values():
+                once = list(dict(zip(map(id, instrs), instrs)).values())
+                for ins in once:
                     self._check_instr(prog.core, unit, pipe, ins, chip, units, kind)
+                if distinct is not None:
+                    distinct[id(instrs)] = once
 
     def check_buffers(self, chip) -> None:
         """Raise ScheduleError if any core's buffer plan exceeds a capacity."""

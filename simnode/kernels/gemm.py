@@ -20,6 +20,7 @@ from simnode.config.chip import DTYPE_BITS, ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.instr import isa
+from simnode.kernels import builds_records
 from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTask, buffer_plan,
                                        core_program, dtype_bytes, fit_block_k, l0_k_step,
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,
@@ -102,6 +103,7 @@ def block_order(tiling: GemmTiling, p: GemmParams) -> list[tuple[int, int]]:
     return swizzle(mbs, nbs, p.swizzle_rows)
 
 
+@builds_records
 def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
     """The per-core programs of one GEMM; raises ScheduleError if a buffer overflows."""
     _validate(p)

@@ -33,6 +33,7 @@ import numpy as np
 from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
+from simnode.kernels import builds_records
 from simnode.kernels import sparse_mla_core as core
 from simnode.instr.schedule import CoreProgram, KernelSchedule
 from simnode.kernels.sparse_mla_plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
@@ -177,7 +178,7 @@ def select_tokens(p: SparseMlaParams) -> dict:
     out = {}
     for q in range(num_queries(p)):
         for name, k, n, _ in _caches(p):
-            out[(q, name)] = tuple(sorted(int(t) for t in rng.choice(n, k, replace=False)))
+            out[(q, name)] = tuple(sorted(rng.choice(n, k, replace=False).tolist()))
     return out
 
 
@@ -213,6 +214,7 @@ def drain_flags(p: SparseMlaParams, blocks: list[Block]) -> list[bool]:
     return out
 
 
+@builds_records
 def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
     """Per-core programs of one sparse MLA call; ScheduleError if the buffers overflow."""
     validate(p, chip)

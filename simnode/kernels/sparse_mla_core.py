@@ -63,6 +63,32 @@ Vec, Mmad, Scal = _memo(isa.VecOp), _memo(isa.Mmad), _memo(isa.Scalar)
 Copy = _memo(isa.Copy)
 
 
+#: (row bytes, L2 hint, cache, sequence) -> {tokens of one descriptor: its gather record}
+_GATHERS: dict = {}
+#: (cache, sequence) -> {token: its KV row's GM region key}: one key object per row, shared by
+#: every gather of it (less memory, and the L2 model finds the same object again)
+_ROW_KEYS: dict = {}
+
+
+def _gather(row: int, hint: str, cache: str, seq: int, toks: tuple) -> isa.Copy:
+    """The KV gather of ``toks`` (one token, or two in one gather2 descriptor)."""
+    rows = _ROW_KEYS.get((cache, seq))
+    if rows is None:
+        rows = _ROW_KEYS[(cache, seq)] = {}
+    keys = []
+    for tok in toks:
+        key = rows.get(tok)
+        if key is None:
+            key = rows[tok] = ("kv", cache, seq, tok)
+        keys.append(key)
+    keys = tuple(keys)
+    # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token distance) whose
+    # two rows each hit or miss in L2 on their own
+    if len(keys) == 1:
+        return Copy("gm_to_ub", row, keys[0], hint, "KV gather")
+    return Copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
+
+
 def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
     """(chunk index in block, AIV, tokens) of a block, chunks dealt round-robin to AIVs."""
     t, c = block.tokens, plan.chunk_tokens
@@ -236,6 +262,16 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
     topk_of = {"kv": p.topk, "main": p.topk_main, "extra": p.topk_extra}
     # the gather slots start zeroed (S2 clear_all_kv_bufs), before the first gather
     vec.extend(vf.clear_kv(sum(gather_slot_bytes(p, plan))))
+    # the flags this AIV repeats per chunk or block, looked up in their memo once
+    w_v_mte2_0, w_mte2_v_0, w_mte2_v_2 = Wait("v", "mte2", 0), Wait("mte2", "v", 0), Wait("mte2", "v", 2)
+    s_mte2_v_0, s_mte2_v_2 = Set("mte2", "v", 0), Set("mte2", "v", 2)
+    w_mte3_v_0, s_v_mte2_0, s_v_mte3_0 = Wait("mte3", "v", 0), Set("v", "mte2", 0), Set("v", "mte3", 0)
+    w_v_mte3_0, s_mte3_v_0, w_v_mte3_1 = Wait("v", "mte3", 0), Set("mte3", "v", 0), Wait("v", "mte3", 1)
+    s_v_mte3_1 = Set("v", "mte3", 1)
+    xw_kvfree, xw_p, xw_sfree = XWait("aic", X_KVFREE), XWait("aic", X_P), XWait("aic", X_SFREE)
+    xs_kv, xs_s, xs_pfree = XSet("aic", X_KV), XSet("aic", X_S), XSet("aic", X_PFREE)
+    per_desc = 2 if p.gather2 else 1
+    gather_chunks = plan.gather_chunks
 
     def drain_in(final_item):
         """Consume one O drain: scale-and-add each fragment into the O accumulator; at an
@@ -289,29 +325,29 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 preproc.append(Set("v", "mte2", 1))
                 mte2.append(Wait("v", "mte2", 1))
             row = KV_ROW_BYTES[blk.dtype]
-            per_desc = 2 if p.gather2 else 1
-            ndesc = sum(math.ceil(len(c[2]) / per_desc) for c in mine)
+            ndesc = sum(-(-len(c[2]) // per_desc) for c in mine)
             stall_at = ndesc - limit      # descriptor after which dispatch may go on
             desc = 0
+            # the block's gather records by their tokens (a fast front of the Copy memo)
+            recs = _GATHERS.get((row, kv_hint, blk.cache, blk.seq))
+            if recs is None:
+                recs = _GATHERS[(row, kv_hint, blk.cache, blk.seq)] = {}
             for _, _, toks in mine:
-                if gathered >= plan.gather_chunks:
-                    mte2.append(Wait("v", "mte2", 0))
+                if gathered >= gather_chunks:
+                    mte2.append(w_v_mte2_0)
                 for i in range(0, len(toks), per_desc):
-                    keys = tuple(("kv", blk.cache, blk.seq, tok) for tok in toks[i:i + per_desc])
-                    # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token
-                    # distance) whose two rows each hit or miss in L2 on their own
-                    if len(keys) == 1:
-                        mte2.append(Copy("gm_to_ub", row, keys[0], kv_hint, "KV gather"))
-                    else:
-                        mte2.append(Copy("gm_to_ub", row * len(keys), None, kv_hint, "KV gather2",
-                                         keys))
+                    key = toks[i:i + per_desc]
+                    rec = recs.get(key)
+                    if rec is None:
+                        rec = recs[key] = _gather(row, kv_hint, blk.cache, blk.seq, key)
+                    mte2.append(rec)
                     desc += 1
                     if desc == stall_at:
-                        mte2.append(Set("mte2", "v", 2))
-                mte2.append(Set("mte2", "v", 0))
+                        mte2.append(s_mte2_v_2)
+                mte2.append(s_mte2_v_0)
                 gathered += 1
             if prev_dispatch:
-                vec.append(Wait("mte2", "v", 2))
+                vec.append(w_mte2_v_2)
             prev_dispatch = stall_at > 0
             if g_lead <= a_lead:
                 # the gather lead is the ND2NZ lead (few UB buffers, e.g. 1C1V): block gb's
@@ -319,42 +355,42 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 vec.extend(preproc)
                 preproc = []
         elif prev_dispatch:
-            vec.append(Wait("mte2", "v", 2))
+            vec.append(w_mte2_v_2)
             prev_dispatch = False
         nb = j + a_lead
         if 0 <= nb < n:
             blk = blocks[nb]
             if nb >= plan.kv_l1_stages:
-                mte3.append(XWait("aic", X_KVFREE))
+                mte3.append(xw_kvfree)
             for _, _, toks in (c for c in _chunks(blk, plan) if c[1] == v):
                 t = len(toks)
-                vec.append(Wait("mte2", "v", 0))
+                vec.append(w_mte2_v_0)
                 if converted >= 1:
-                    vec.append(Wait("mte3", "v", 0))
+                    vec.append(w_mte3_v_0)
                 if blk.dtype == "bf16":
                     vec.extend(vf.nd2nz(t))
                 else:
                     vec.extend(vf.dequant(blk.dtype, t, ub_row(blk.dtype)))
-                vec.append(Set("v", "mte2", 0))
-                vec.append(Set("v", "mte3", 0))
+                vec.append(s_v_mte2_0)
+                vec.append(s_v_mte3_0)
                 converted += 1
-                mte3.append(Wait("v", "mte3", 0))
+                mte3.append(w_v_mte3_0)
                 mte3.append(Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1"))
-                mte3.append(Set("mte3", "v", 0))
-                mte3.append(XSet("aic", X_KV))
+                mte3.append(s_mte3_v_0)
+                mte3.append(xs_kv)
         sb = j + 1
         if 0 <= sb < n:
             blk = blocks[sb]
             t = len(blk.tokens)
-            vec.append(XWait("aic", X_P))
+            vec.append(xw_p)
             vec.extend(vf.softmax(rows, t, blk.first))
-            vec.append(Set("v", "mte3", 1))
-            mte3.append(Wait("v", "mte3", 1))
+            vec.append(s_v_mte3_1)
+            mte3.append(w_v_mte3_1)
             if sb >= 1:
-                mte3.append(XWait("aic", X_SFREE))
+                mte3.append(xw_sfree)
             mte3.append(Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1"))
-            mte3.append(XSet("aic", X_S))
-            mte3.append(XSet("aic", X_PFREE))
+            mte3.append(xs_s)
+            mte3.append(xs_pfree)
             if sb + 1 == n or blocks[sb + 1].first:
                 # the item's last softmax: its LSE and 1 / row sum, written out (prefill also
                 # writes the max logits) right after it (S2 run_softmax, last block)
