@@ -21,7 +21,6 @@ import dataclasses
 
 import numpy as np
 
-from simnode import units
 from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.moe.deepep import SEND_ORDERS, DeepEPCosts, DeepEPSim
@@ -30,8 +29,8 @@ from simnode.moe.routing import iter_route_supernode, load_routing_file
 from simnode.progress import Progress
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import ALWAYS, Field, Reference, WorkloadKind, register
-from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
-                                        with_num_ranks)
+from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, kernel_bottleneck, link_series,
+                                        link_util, network_figures, with_num_ranks)
 
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
@@ -221,12 +220,7 @@ def _result(name, topology, plan, runs, util) -> Result:
     for kind, pr in runs.items():
         k, g = pr.kernel_ns, pr.GBps
         miss, stall = _what_if_stalls(topology.supernode, plan, kind)
-        cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
-        cands += [(u, pr.busiest[res]) for res, u in pr.resources.items()]
-        k_util, k_label = -1.0, ""
-        for u, label in cands:                  # ties (equal to float noise): the first
-            if round(u, 9) > round(k_util, 9):
-                k_util, k_label = u, label
+        k_util, k_label = kernel_bottleneck(pr)
         if round(k_util, 9) > round(worst, 9):
             worst, bottleneck = k_util, f"{k_label} ({kind})"
         hbm_util = max(hbm_util, pr.resources["hbm"])
@@ -242,16 +236,9 @@ def _result(name, topology, plan, runs, util) -> Result:
                 "its own included"),
             fig("recv_remote_tokens_mean", float(pr.recv_remote_tokens.mean()), "tokens",
                 "records a rank receives from other ranks"),
-            fig("wire_bytes", pr.wire_bytes, "B", "bytes on the wire, headers included"),
-            fig("phases_us", {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in pr.ranks[0].phases.items()},
-                "us", "the first rank's phases"),
-            fig("hottest_links", [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in pr.hottest],
-                "", "the busiest links: bytes and busy fraction of the kernel time"),
-            fig("chip_util_frac", pr.resources, "fraction", "busy share of the busiest rank's chip resources"),
-            fig("chip_busiest", pr.busiest, "", "which rank's resource that is"),
-            fig("urma_context_miss_frac", miss, doc="what-if: WQE share missing the peer-context cache"),
-            fig("urma_wqe_stall_ns", stall, doc="what-if: engine stall per WQE"),
-            fig("solver_recomputes", pr.solver_recomputes, "solves", "rate solves of the flow network"))))
+            *network_figures(
+                pr, fig("urma_context_miss_frac", miss, doc="what-if: WQE share missing the peer-context cache"),
+                fig("urma_wqe_stall_ns", stall, doc="what-if: engine stall per WQE")))))
         series += link_series(kind, util[kind])
     figures.append(fig("hbm_util_frac", hbm_util, doc="the busiest rank's HBM busy share, either kernel"))
     return Result(name, "deepep", sum(k.time_ns for k in kernels), bottleneck, tuple(kernels),

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from simnode import units
 from simnode.errors import ConfigError
 from simnode.moe.deepep_hccs import HccsCosts, HccsSim, build_hccs_plan
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.deepep import _check_routing, build_routes
 from simnode.workloads.registry import Field, WorkloadKind, register
-from simnode.workloads.supernode import link_series, link_util, with_num_ranks
+from simnode.workloads.supernode import (kernel_bottleneck, link_series, link_util, network_figures,
+                                        with_num_ranks)
 
 _COSTS = (
     Field("kernel_launch_ns", "number", doc="one kernel launch", min_value=0, origin=""),
@@ -114,12 +114,7 @@ def _result(name, topology, plan, runs, util, costs) -> Result:
     for kind, pr in runs.items():
         k, g = pr.kernel_ns, pr.GBps
         hbm_util = max(hbm_util, pr.resources["hbm"])
-        cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
-        cands += [(u, pr.busiest[res]) for res, u in pr.resources.items()]
-        k_util, k_label = -1.0, ""
-        for u, label in cands:                  # ties (equal to float noise): the first
-            if round(u, 9) > round(k_util, 9):
-                k_util, k_label = u, label
+        k_util, k_label = kernel_bottleneck(pr)
         if round(k_util, 9) > round(worst, 9):
             worst, bottleneck = k_util, f"{k_label} ({kind})"
         kernels.append(KernelRecord(kind, float(k.mean()), pr.bound_ns, k_label, k_util, (
@@ -133,16 +128,9 @@ def _result(name, topology, plan, runs, util, costs) -> Result:
                 "included"),
             fig("recv_remote_rows_mean", float(pr.recv_remote_tokens.mean()), "rows",
                 "rows a rank receives from other ranks"),
-            fig("wire_bytes", pr.wire_bytes, "B", "bytes on the wire, headers included"),
-            fig("phases_us", {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in pr.ranks[0].phases.items()},
-                "us", "the first rank's phases"),
-            fig("hottest_links", [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in pr.hottest],
-                "", "the busiest links: bytes and busy fraction of the kernel time"),
-            fig("chip_util_frac", pr.resources, "fraction", "busy share of the busiest rank's chip resources"),
-            fig("chip_busiest", pr.busiest, "", "which rank's resource that is"),
-            fig("access_stall_ns", costs.stall_ns(R - 1, kind == "combine"), "ns",
-                "what-if: extra per remote access (peer cache or per-peer cost)"),
-            fig("solver_recomputes", pr.solver_recomputes, "solves", "rate solves of the flow network"))))
+            *network_figures(
+                pr, fig("access_stall_ns", costs.stall_ns(R - 1, kind == "combine"), "ns",
+                    "what-if: extra per remote access (peer cache or per-peer cost)")))))
         series += link_series(kind, util[kind])
     figures.append(fig("hbm_util_frac", hbm_util, doc="the busiest rank's HBM busy share, either kernel"))
     return Result(name, "deepep_hccs", sum(k.time_ns for k in kernels), bottleneck, tuple(kernels),

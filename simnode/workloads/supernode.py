@@ -1,4 +1,5 @@
-"""Helpers shared by the workload kinds that run on a supernode (``deepep``, ``transport``).
+"""Helpers shared by the workload kinds that run on a supernode (``deepep``, ``deepep_hccs``,
+``transport``).
 
 ``with_num_ranks(topology, num_ranks, kind, source)`` returns the topology at a
 workload's EP size (the workload's ``num_ranks`` overrides ``supernode.num_ranks``, so
@@ -15,7 +16,8 @@ import numpy as np
 
 from simnode.errors import ConfigError
 from simnode.config.supernode import check_shape
-from simnode.report.result import Series
+from simnode import units
+from simnode.report.result import Series, fig
 
 LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``
 #: the largest flow-solver batching window a supernode kind takes: a window delays each
@@ -97,3 +99,32 @@ def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
     return {"bin_edges_ns": out_edges,
             "links": {names[r]: series(r) for r in net.ports.tolist()},
             "chip": {names[r]: series(r) for r in chip}}
+
+
+def kernel_bottleneck(pr) -> tuple[float, str]:
+    """(busy share, name) of a network kernel's busiest resource: its hottest link or the
+    busiest rank's chip resources (``pr``: a DeepEP-style kernel run); ties (equal to float
+    noise): the first."""
+    cands = [(u, f"link {n}") for n, _, u in pr.hottest[:1]]
+    cands += [(u, pr.busiest[res]) for res, u in pr.resources.items()]
+    k_util, k_label = -1.0, ""
+    for u, label in cands:
+        if round(u, 9) > round(k_util, 9):
+            k_util, k_label = u, label
+    return k_util, k_label
+
+
+def network_figures(pr, *what_ifs) -> tuple:
+    """The figures every network kernel's record ends with: wire bytes, the first rank's
+    phases, the hottest links, the chip resources, the kind's ``what_ifs`` figures, and the
+    solver's recomputes."""
+    return (
+        fig("wire_bytes", pr.wire_bytes, "B", "bytes on the wire, headers included"),
+        fig("phases_us", {n: round(units.ns_to_us(b - a), 3) for n, (a, b) in pr.ranks[0].phases.items()},
+            "us", "the first rank's phases"),
+        fig("hottest_links", [{"link": n, "bytes": b, "util_frac": round(u, 4)} for n, b, u in pr.hottest],
+            "", "the busiest links: bytes and busy fraction of the kernel time"),
+        fig("chip_util_frac", pr.resources, "fraction", "busy share of the busiest rank's chip resources"),
+        fig("chip_busiest", pr.busiest, "", "which rank's resource that is"),
+        *what_ifs,
+        fig("solver_recomputes", pr.solver_recomputes, "solves", "rate solves of the flow network"))
