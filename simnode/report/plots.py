@@ -286,6 +286,16 @@ def _has_breakdown(point) -> bool:
     return all(key in d for key, _, _ in LAYER_PARTS)
 
 
+def _stacked_png(fig: Figure, ax, title: str) -> bytes:
+    """A stacked-bar plot of LAYER_PARTS finished: y grid, legend beside it, title."""
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def has_layer(points) -> bool:
     return any(_has_breakdown(p) for p in points)
 
@@ -301,18 +311,14 @@ def layer_breakdown_png(points, title: str = "") -> bytes:
     ax = fig.subplots()
     x = np.arange(len(points))
     bottom = np.zeros(len(points))
+    flats = [p.result.details for p in points]        # each a flat view, built once
     for key, label, color in LAYER_PARTS:
-        v = np.array([units.ns_to_us(p.result.details[key]) for p in points])
+        v = np.array([units.ns_to_us(d[key]) for d in flats])
         ax.bar(x, v, 0.7, bottom=bottom, label=label, color=color)
         bottom += v
     ax.set_xticks(x, [p.label for p in points], rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("layer time (us)")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return _png(fig)
+    return _stacked_png(fig, ax, title)
 
 
 def _per_rank(point) -> list:
@@ -351,9 +357,4 @@ def rank_strip_png(point, title: str = "") -> bytes:
     ax.set_ylim(0, 1.12 * float(bottom.max()) if R else 1.0)
     ax.set_xlabel("rank")
     ax.set_ylabel("time (us)")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return _png(fig)
+    return _stacked_png(fig, ax, title)
