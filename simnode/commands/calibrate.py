@@ -9,7 +9,10 @@ value's profile interval (``simnode.calibrate.solver``); points run in parallel
 (``--jobs``). It prints the fitted values, their intervals and every case's residual, and
 with ``-o`` writes an overlay (``simnode.config.overlay``) recording the values, the
 cases, the residuals, the intervals, the date and the simnode version. ``--set`` and
-``--topology-overlay`` apply to every case during the fit (and are recorded). The same
+``--topology-overlay`` apply to every case during the fit (and are recorded); a TOPOLOGY
+that names overlays (``base:``/``overlay:``, ``simnode.config.overlay``) is its base with
+those overlays beneath the fit, recorded the same way. The overlay is written whole or not
+at all (Ctrl-C or SIGTERM leave no part of one). The same
 inputs give the same overlay, byte for byte (``--date`` or SOURCE_DATE_EPOCH fixes the date).
 """
 

@@ -66,8 +66,9 @@ VERSION = 1
 HEADER = """\
 # simnode calibration overlay, written by `simnode calibrate`. The values under `values:`
 # were FITTED to the measured cases listed under `fit:` (a fit, not a source): apply it with
-# --topology-overlay FILE (run, sweep, validate, describe) or sweep --band; `simnode validate`
-# with it shows those cases as `fit`, never as checks. The uncalibrated topology stays the default.
+# --topology-overlay FILE (run, sweep, validate, describe), sweep --band, or a topology file's
+# `overlay:` key; `simnode validate` with it shows those cases as `fit`, never as checks. The
+# uncalibrated topology stays the default.
 """
 
 
