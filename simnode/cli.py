@@ -6,7 +6,8 @@ builds the parser and turns what goes wrong into what a user should see:
 
 - user mistakes (bad files, keys, values, impossible schedules; ``SimnodeError``) and
   usage errors print one line naming what is wrong and exit 2, without a traceback;
-- Ctrl-C prints one line and exits 130 (the executor has stopped any workers);
+- Ctrl-C prints one line and exits 130 (the executor has stopped any workers); SIGTERM
+  the same way, exit 143 (``simnode.commands.executor.sigterm_as_interrupt``);
 - a write the file system refuses (a full disk) is one line, exit 2.
 """
 
@@ -21,6 +22,7 @@ from simnode.errors import SimnodeError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130      # 128 + SIGINT, as shells report it
+EXIT_TERMINATED = 143       # 128 + SIGTERM, as shells report it
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,9 +48,14 @@ _FILE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPE
 
 
 def main(argv: list[str] | None = None) -> int:
+    from simnode.commands.executor import Terminated, sigterm_as_interrupt
     try:
-        args = build_parser().parse_args(argv)
-        return args.func(args)
+        with sigterm_as_interrupt():
+            args = build_parser().parse_args(argv)
+            return args.func(args)
+    except Terminated:
+        print("simnode: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("simnode: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -3,7 +3,8 @@ explicit warning, never a traceback, a hang or a silent accept.
 
 - sizes: every kind refuses, before any work, a run that would not fit the 4 GiB a run may
   use (sparse MLA within 5 s, a tile program while it is traced);
-- Ctrl-C: one line, exit 130, workers stopped, no partial output left;
+- Ctrl-C: one line, exit 130, workers stopped, no partial output left; SIGTERM (to the
+  process alone, as `kill PID` sends it, or to its group) the same, exit 143;
 - long runs: announced on stderr, ``--progress`` draws the progress line off a terminal;
 - the silent accepts: a trace scope matching no thread, a negative --max-per-pipe, an empty
   --param item, --seed beside --set seed=, an absurd batch window;
@@ -106,16 +107,21 @@ def _session_processes(sid: int) -> list[str]:
     return left
 
 
-def _interrupt(args: list, wait_for, timeout_s: float = 60) -> subprocess.CompletedProcess:
+def _interrupt(args: list, wait_for, timeout_s: float = 60, sig=signal.SIGINT,
+               group: bool = True) -> subprocess.CompletedProcess:
     """Start ``simnode ARGS`` in its own session, wait until ``wait_for()``, then press
-    Ctrl-C the way a terminal does (SIGINT to the whole process group)."""
+    Ctrl-C the way a terminal does (SIGINT to the whole process group), or send ``sig`` to
+    the group or (``group=False``: ``kill PID``) to simnode's own process alone."""
     p = subprocess.Popen([sys.executable, "-m", "simnode", *map(str, args)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=REPO)
     deadline = time.monotonic() + timeout_s
     while not wait_for() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)
     assert p.poll() is None, "the run ended before it could be interrupted"
-    os.killpg(p.pid, signal.SIGINT)
+    if group:
+        os.killpg(p.pid, sig)
+    else:
+        os.kill(p.pid, sig)
     out, err = p.communicate(timeout=60)
     time.sleep(0.5)
     assert _session_processes(p.pid) == [], "workers were left running"
@@ -141,6 +147,35 @@ def test_ctrl_c_in_sweep_stops_the_workers(tmp_path):
                       "--param", "seed=0,1", "--jobs", "2", "--out", tmp_path / "sweep"], started)
     assert (res.returncode, res.stdout, res.stderr) == (130, "", "simnode: interrupted\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]       # no folder, no staging
+
+
+def _after(seconds: float, marker: Path):
+    """A ``wait_for`` true once, ``seconds`` after its first call (the workers busy by then)."""
+    return lambda: marker.exists() or time.sleep(seconds) or marker.touch()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+@pytest.mark.parametrize("group", [False, True], ids=["kill-pid", "kill-group"])
+def test_sigterm_in_sweep_is_one_line_exit_143_and_stops_the_workers(tmp_path, group):
+    res = _interrupt(["sweep", "topologies/ascend950dt.yaml", "workloads/sparse-mla-prefill.yaml",
+                      "--param", "seed=0,1", "--jobs", "2", "--out", tmp_path / "sweep"],
+                     _after(4, tmp_path / "started"), sig=signal.SIGTERM, group=group)
+    assert (res.returncode, res.stdout, res.stderr) == (143, "", "simnode: terminated\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]       # no folder, no staging
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_sigterm_in_calibrate_stops_the_workers_and_writes_no_overlay(tmp_path):
+    # kill PID, as a batch system or `timeout` stops a job: the parent alone gets SIGTERM, and
+    # its two workers (one per sparse MLA prefill case, each run far longer than 4 s) must not
+    # outlive it
+    out = tmp_path / "fit.yaml"
+    res = _interrupt(["calibrate", "topologies/ascend950dt.yaml", "validation/published.yaml",
+                      "--only", "sparse-mla-prefill-kv4096", "--only", "sparse-mla-prefill-kv8192",
+                      "--fit", "topology.chip.vector.ops_per_cycle.vf_alu=32:128", "--jobs", "2",
+                      "-o", out], _after(4, tmp_path / "started"), sig=signal.SIGTERM, group=False)
+    assert (res.returncode, res.stdout, res.stderr) == (143, "", "simnode: terminated\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]
 
 
 # -- long runs --------------------------------------------------------------------------------

@@ -9,7 +9,10 @@ value's profile interval (``simnode.calibrate.solver``); points run in parallel
 (``--jobs``). It prints the fitted values, their intervals and every case's residual, and
 with ``-o`` writes an overlay (``simnode.config.overlay``) recording the values, the
 cases, the residuals, the intervals, the date and the simnode version. ``--set`` and
-``--topology-overlay`` apply to every case during the fit (and are recorded). The same
+``--topology-overlay`` apply to every case during the fit (and are recorded); a TOPOLOGY
+that names overlays (``base:``/``overlay:``, ``simnode.config.overlay``) is its base with
+those overlays beneath the fit, recorded the same way. The overlay is written whole or not
+at all (Ctrl-C or SIGTERM leave no part of one). The same
 inputs give the same overlay, byte for byte (``--date`` or SOURCE_DATE_EPOCH fixes the date).
 """
 
@@ -86,6 +89,17 @@ def _as_written(path) -> str:
         return str(p)
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: beside it first, then renamed over it, so a
+    Ctrl-C or SIGTERM in the write leaves no half an overlay (and an older one intact)."""
+    part = path.parent / f".{path.name}.simnode-{os.getpid()}"
+    try:
+        part.write_text(text, encoding="utf-8")
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def cmd_calibrate(args) -> int:
     from simnode import __version__
     from simnode.calibrate.cases import Problem, calibration_cases, free_params
@@ -95,7 +109,7 @@ def cmd_calibrate(args) -> int:
     from simnode.commands.validate import cases_path, load_cases
     from simnode.config.overlay import dump_overlay, load_overlay
     from simnode.config.overrides import parse_assignment
-    from simnode.workloads.loader import check_overlays
+    from simnode.workloads.loader import check_overlays, with_named_overlays
 
     date = _date(args.date)
     if args.output is not None:
@@ -104,10 +118,11 @@ def cmd_calibrate(args) -> int:
         raise ConfigError("the TOPOLOGY argument", "", str(args.topology), "an existing topology YAML file")
     for s in args.sets:
         parse_assignment(s)
-    cases = calibration_cases(args.topology, load_cases(cases_path(args.cases)), args.only)
-    overlays = tuple(load_overlay(o) for o in args.overlays)
-    check_overlays(overlays, args.topology)
-    problem = Problem(args.topology, cases, sets=tuple(args.sets), user_sets=tuple(args.sets),
+    # a topology file that names overlays: its base is calibrated, its overlays beneath the fit
+    topology, overlays = with_named_overlays(args.topology, tuple(load_overlay(o) for o in args.overlays))
+    cases = calibration_cases(topology, load_cases(cases_path(args.cases)), args.only)
+    check_overlays(overlays, topology)
+    problem = Problem(topology, cases, sets=tuple(args.sets), user_sets=tuple(args.sets),
                       overlays=overlays, jobs=args.jobs, verbose=args.verbose)
     for c in cases:
         problem.load(c)                      # every case loads with the overlays, before any run
@@ -123,13 +138,13 @@ def cmd_calibrate(args) -> int:
                         [_as_written(o.path) for o in overlays])
     values = {p.key: (int(v) if p.integer else float(v)) for p, v in zip(result.free, result.best.values)}
     if args.json:
-        print(json.dumps({"topology": _as_written(args.topology), "values": values, "fit": record},
+        print(json.dumps({"topology": _as_written(topology), "values": values, "fit": record},
                          indent=2))
     else:
         print(format_fit(problem, result))
     if args.output is not None:
-        text = dump_overlay(_as_written(args.topology), values, record, args.note)
-        Path(args.output).write_text(text, encoding="utf-8")
+        text = dump_overlay(_as_written(topology), values, record, args.note)
+        _write_whole(Path(args.output), text)
         if not args.json:
             print(f"wrote {args.output}")
     return 0

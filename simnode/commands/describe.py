@@ -53,14 +53,16 @@ def _get(tree: dict, dotted: str):
 def describe_rows(topology_path, workload_path=None, sets=(), overlays=()) -> list[dict]:
     """One record per parameter the run reads (see the module docstring); ``overlays``:
     ``Overlay`` records applied before ``sets``."""
-    from simnode.workloads.loader import load_inputs, load_topology_only
+    from simnode.workloads.loader import load_inputs, load_topology_only, with_named_overlays
     if workload_path is None:
         topology, origins = load_topology_only(topology_path, sets, overlays)
         fields, values = (), {}
+        overlays = with_named_overlays(topology_path, overlays)[1]   # to name their cases
     else:
         spec = load_inputs(topology_path, workload_path, sets, overlays=overlays)
         topology, origins, values = spec.topology, spec.origins, spec.params
         fields = spec.kind.all_fields(values, spec.workload_source)
+        overlays = spec.overlays
     files: dict = {}
 
     def noted(path: str):

@@ -16,11 +16,17 @@ parsed ``RunSpec``s (simnode.workloads.loader) and get their ``Result``s back, i
 - draws a progress bar of finished runs (``progress``: None = on a terminal only);
 - ``labels`` (one per spec: a case or scenario) name where a run's user error came from;
 - on Ctrl-C stops the workers (they ignore SIGINT themselves, so only the parent reports
-  it) and lets the ``KeyboardInterrupt`` reach the CLI, which prints one line (exit 130).
+  it) and lets the ``KeyboardInterrupt`` reach the CLI, which prints one line (exit 130);
+- SIGTERM (``kill PID``, a batch system's stop) takes the same path: while a command runs,
+  ``sigterm_as_interrupt`` turns it into ``Terminated`` (a ``KeyboardInterrupt``), so the
+  workers are stopped and partial output removed exactly as on Ctrl-C, and the CLI prints
+  one line (exit 143). Workers restore SIGTERM's default, so the pool's own terminate()
+  (which sends SIGTERM) still ends them at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
@@ -63,8 +69,37 @@ def run_spec(spec, options=None):
     return spec.run(options or RunOptions())
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while a command runs: unwinds like Ctrl-C (workers stopped, partial output
+    removed), reported as terminated (exit 143)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While inside, SIGTERM raises ``Terminated`` in the main thread (the default would end
+    the process at once and leave the pool's workers running with no parent); the previous
+    handler is restored on the way out. Outside the main thread (a test runner's) a no-op."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:                          # not the main thread: signals are not ours
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _ignore_sigint() -> None:
+    """A worker's signals: Ctrl-C is the parent's to report; SIGTERM ends the worker at
+    once (a forked worker inherits the parent's Terminated handler, which would make the
+    pool's terminate() print a traceback from every worker)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def execute(specs: list, jobs: int = 0, executor: str = "local", address: str | None = None,

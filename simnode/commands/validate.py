@@ -287,7 +287,7 @@ def run_cases(cases: list[Case], sets=(), jobs: int = 0, overlays=()) -> list[Ca
                 raise
             raise in_entry(exc, c.where, c.key_path("set"), c.sets, sets) from None
         specs.append(spec)
-        fits.append(_fit_of(c, spec, mine))
+        fits.append(_fit_of(c, spec, spec.overlays))     # with those its topology file names
     results = execute(specs, jobs, labels=[c.where for c in cases], title="validate")
     rows = []
     for c, spec, fit, result in zip(cases, specs, fits, results):

@@ -32,10 +32,27 @@ writes one (deterministic: keys in a fixed order, no timestamps beyond the given
 
 Relative paths in an overlay are read next to it if they are there, else from the
 repository root (as a validation file's).
+
+A topology file may itself name overlays (the ``overlay:`` key), so a calibrated topology is
+a file a user passes where any topology goes::
+
+    # topologies/calibrated/atlas950-supernode-peer-cost.yaml
+    base: ../atlas950-supernode.yaml          # the topology the overlays were fitted on
+    overlay: deepep-peer-cost.yaml            # or a list, applied in order
+    note: what this calibrated topology is    # optional
+
+``expand_topology(path)`` turns such a file into (its base topology file, the overlays, each
+read by ``load_overlay``); ``simnode.workloads.loader`` does this for every run, describe and
+calibration and applies the overlays exactly as ``--topology-overlay`` ones (the file's
+first, then the command line's), so there is one way an overlay reaches a run. Its paths
+are read from the file's own folder; a base may again say ``base:``/``overlay:`` (its
+overlays come first); a missing file, an overlay fitted on another topology and a chain of
+bases that comes back to itself are each a one-paragraph error naming the file and key.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,8 +66,9 @@ VERSION = 1
 HEADER = """\
 # simnode calibration overlay, written by `simnode calibrate`. The values under `values:`
 # were FITTED to the measured cases listed under `fit:` (a fit, not a source): apply it with
-# --topology-overlay FILE (run, sweep, validate, describe) or sweep --band; `simnode validate`
-# with it shows those cases as `fit`, never as checks. The uncalibrated topology stays the default.
+# --topology-overlay FILE (run, sweep, validate, describe), sweep --band, or a topology file's
+# `overlay:` key; `simnode validate` with it shows those cases as `fit`, never as checks. The
+# uncalibrated topology stays the default.
 """
 
 
@@ -107,6 +125,96 @@ def resolve(written: str, near: str) -> Path:
     if near and (Path(near).parent / p).is_file():
         return Path(near).parent / p
     return REPO_ROOT / p
+
+
+#: the keys of a topology file that names its overlays (``expand_topology``)
+BASED_KEYS = ("base", "overlay", "note")
+
+
+def _near(written: str, file: Path) -> Path:
+    """A path written in ``file``: relative ones from the file's folder (normalized, so a
+    ``../`` does not show in messages and describe)."""
+    p = Path(written).expanduser()
+    return p if p.is_absolute() else Path(os.path.normpath(file.parent / p))
+
+
+def expand_topology(path) -> tuple[str, tuple]:
+    """(the topology file that holds the chip and supernode, the ``Overlay``s to apply on
+    it in order) for a topology path: a file with ``base:``/``overlay:`` keys gives its
+    base (followed while the base says so again) and its overlays, every overlay checked to
+    be fitted on that base; any other path (a plain topology, or one that does not exist,
+    which the loader reports) gives itself and none. See the module docstring."""
+    first = Path(path)
+    chain: list[Path] = []
+    levels: list[list] = []
+    current = first
+    while True:
+        data = _based_mapping(current)
+        if data is None:
+            break
+        chain.append(current)
+        r = Reader(data, str(current))
+        written = r.raw("base", None)
+        if not isinstance(written, str) or not written.strip():
+            raise r.error("base", written, "the topology file the overlays apply to (a path, "
+                          "relative to this file), beside overlay:" + (
+                              " (a topology that names overlays holds no chip of its own: an "
+                              "overlay is fitted on one topology file, named here as base:)"
+                              if r.has("chip") or r.has("supernode") else ""))
+        raw = r.raw("overlay", [])
+        items = [raw] if isinstance(raw, str) else raw
+        if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip()
+                                                              for i in items):
+            raise r.error("overlay", raw, "an overlay file or a list of them (paths relative to "
+                          "this file; calibration overlays written by `simnode calibrate`)")
+        r.string("note", default="")
+        r.finish()
+        mine = []
+        for i, item in enumerate(items):
+            at = Path(_near(item, current))
+            key = "overlay" if isinstance(raw, str) else f"overlay[{i}]"
+            if not at.is_file():
+                raise r.error(key, item, f"an existing overlay file (relative paths are read from "
+                              f"this file's folder: {at} does not exist)")
+            mine.append((key, item, load_overlay(str(at), f"{current}: {key}")))
+        levels.append(mine)
+        base = _near(written, current)
+        if not base.is_file():
+            raise r.error("base", written, f"an existing topology file (relative paths are read "
+                          f"from this file's folder: {base} does not exist)")
+        if any(base.resolve() == c.resolve() for c in chain):
+            loop = " -> ".join(str(c) for c in chain + [base])
+            raise r.error("base", written, f"a topology that does not lead back to this file "
+                          f"(the bases go round: {loop})")
+        current = base
+    if not chain:
+        return str(path), ()
+    overlays = []
+    for file, mine in zip(reversed(chain), reversed(levels)):     # the deepest base's first
+        for key, item, o in mine:
+            if o.base_path().resolve() != current.resolve():
+                raise ConfigError(str(file), key, item, f"an overlay fitted on this file's base "
+                                  f"topology ({current}); {o.path} was fitted on {o.topology}, and an "
+                                  f"overlay's values apply to the topology they were fitted on alone")
+            if not any(Path(o.path).resolve() == Path(k.path).resolve() for k in overlays):
+                overlays.append(o)
+    return str(current), tuple(overlays)
+
+
+def _based_mapping(path: Path) -> dict | None:
+    """The file's mapping if it names overlays (``base:``/``overlay:``), None for anything
+    else the loader reads (and reports) itself; an overlay given as a topology is an error."""
+    if not path.is_file():
+        return None
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        return None
+    if "values" in data and "overlay" in data and not isinstance(data["overlay"], (str, list)):
+        raise ConfigError(str(path), "overlay", data["overlay"], "a topology file; this is a "
+                          "calibration overlay: apply it with --topology-overlay FILE, or name it "
+                          "in a topology file's overlay: key beside base: (the topology it was "
+                          "fitted on)")
+    return data if ("base" in data or "overlay" in data) else None
 
 
 def _scalar(value) -> bool:
@@ -173,9 +281,10 @@ def load_overlay(path, option: str = "--topology-overlay") -> Overlay:
 
 
 def applying(overlays: list, topology_path) -> list:
-    """The overlays among ``overlays`` fitted on ``topology_path`` (same file)."""
+    """The overlays among ``overlays`` fitted on ``topology_path`` (same file; for a file
+    that names overlays, its base: ``expand_topology``)."""
     try:
-        target = Path(topology_path).resolve()
+        target = Path(expand_topology(topology_path)[0]).resolve()
     except OSError:
         return []
     return [o for o in overlays if o.base_path().resolve() == target]

@@ -8,7 +8,9 @@ per parameter, where its value came from (``origins``: the file, ``--set``, a ca
 overlay or the declared default). ``overlays`` (``simnode.config.overlay.Overlay``, from
 ``--topology-overlay`` or ``sweep --band``) apply their fitted values before the
 ``--set`` overrides (which win); each must have been fitted on this topology file, and a
-key of one that the run does not have is an error of the overlay file (``values.KEY``). A ``RunSpec`` pickles, so a sweep's worker, a Dask cluster or the
+key of one that the run does not have is an error of the overlay file (``values.KEY``). A
+topology file that names overlays (``base:``/``overlay:``, ``simnode.config.overlay``) is
+read as its base with those overlays applied first, by the same path. A ``RunSpec`` pickles, so a sweep's worker, a Dask cluster or the
 validation and regression pools run exactly what the parent parsed; nothing reads a file
 again (a tile program is imported where it runs, by its resolved path).
 """
@@ -183,7 +185,7 @@ def load_topology_only(topology_path, sets=(), overlays=()) -> tuple[Topology, d
         key = next(iter(work_sets))
         raise ConfigError("--set", key, work_sets[key], "a topology.* key (no WORKLOAD is given, "
                           "so there are no workload fields to set)")
-    overlays = tuple(overlays)
+    topology_path, overlays = with_named_overlays(topology_path, overlays)
     check_overlays(overlays, topology_path)
     over = {}
     from_overlay = {}
@@ -213,18 +215,35 @@ def load_inputs(topology_path, workload_path, sets=(), seed: int | None = None,
             raise ConfigError(f"the {name} argument", "", str(path), f"a {name.lower()} YAML file path (it is empty)")
     if isinstance(sets, dict):                  # {key: typed value}, as validation cases give them
         sets = [assignment_text(k, v) for k, v in sets.items()]
-    overlays = tuple(overlays)
+    given = str(topology_path)
+    topology_path, overlays = with_named_overlays(topology_path, overlays)
     if overlays:
         check_overlays(overlays, topology_path)
         try:
-            return _load(topology_path, workload_path, list(sets), seed, overlays)
+            spec = _load(topology_path, workload_path, list(sets), seed, overlays)
         except ConfigError as exc:
             raise _in_overlay(exc, overlays, sets) from None
-    return _load(topology_path, workload_path, list(sets), seed, ())
+    else:
+        spec = _load(topology_path, workload_path, list(sets), seed, ())
+    # the path the user gave (a file naming overlays shows as itself; its overlays are listed)
+    return dataclasses.replace(spec, topology_path=given) if given != topology_path else spec
+
+
+def with_named_overlays(topology_path, overlays=()) -> tuple[str, tuple]:
+    """(the topology file itself, the overlays to apply): those a topology file names in
+    its ``overlay:`` key (``simnode.config.overlay.expand_topology``) first, then ``overlays``
+    (``--topology-overlay``, ``sweep --band``; one named by both applies once)."""
+    from simnode.config.overlay import expand_topology
+    base, named = expand_topology(topology_path)
+    rest = tuple(o for o in overlays if not any(same_file(o.path, n.path) for n in named))
+    return base, tuple(named) + rest
 
 
 def check_overlays(overlays, topology_path) -> None:
-    """Each overlay was fitted on ``topology_path`` (the same file), else an error naming it."""
+    """Each overlay was fitted on ``topology_path`` (the same file; for a file that names
+    overlays, its base), else an error naming it."""
+    from simnode.config.overlay import expand_topology
+    topology_path = expand_topology(topology_path)[0]
     for o in overlays:
         if not same_file(o.base_path(), topology_path):
             raise ConfigError(o.path, "topology", o.topology,

@@ -84,3 +84,25 @@ def test_validate_shows_the_fitted_cases_as_fit_and_counts_only_checks(cli, synt
     # without the overlay the model (at 351.7 GB/s) misses the cases made at 300: all checks
     res = cli("validate", "--cases", cases, "--jobs", "1")
     assert res.code == 1 and "0 of 3 within tolerance" in res.out
+
+
+def test_a_topology_that_names_overlays_is_fitted_on_its_base_with_them_beneath(
+        cli, synthetic_cases, tmp_path, repo_root):
+    # the cases are the model's figures at a 300 GB/s ceiling with the engine at 40 ns per WQE;
+    # the 40 ns come from an overlay the topology file names, and the fit must run on top of it
+    import yaml
+    cases = synthetic_cases(**{URMA: 300, "topology.supernode.wqe_processing_ns": 40.0})
+    (tmp_path / "wqe.yaml").write_text(yaml.safe_dump({
+        "overlay": 1, "topology": str(repo_root / "topologies/atlas950-supernode.yaml"),
+        "values": {"topology.supernode.wqe_processing_ns": 40.0}}))
+    keyed = tmp_path / "cal.yaml"
+    keyed.write_text(yaml.safe_dump({"base": str(repo_root / "topologies/atlas950-supernode.yaml"),
+                                     "overlay": "wqe.yaml"}))
+    out = tmp_path / "fit.yaml"
+    res = cli("calibrate", keyed, cases, "--fit", f"{URMA}=200:400", "--no-profile", "-o", out,
+              "--jobs", "1", "--date", "2026-01-03")
+    assert res.code == 0, res.err
+    ov = load_overlay(out)
+    assert ov.values[URMA] == pytest.approx(300, rel=0.01)
+    assert ov.topology == "topologies/atlas950-supernode.yaml"          # the base, as written
+    assert ov.record["overlays"] == [str(tmp_path / "wqe.yaml")]
