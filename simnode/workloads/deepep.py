@@ -68,8 +68,9 @@ _COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
 
 
 #: the most (sender, receiver) pairs one DeepEP run may simulate: EP2048's (2048 x 2047), whose
-#: dispatch + combine (8192 tokens per rank) peaked at 3.85 GiB measured, under the 4 GiB a run
-#: may use (benchmarks/README.md, "Network runs, this round"): ~0.95 KiB per pair at the peak.
+#: dispatch + combine (8192 tokens per rank) peaked at 3.55 GiB measured (3.85 GiB before this
+#: round's memory changes), under the 4 GiB a run may use (benchmarks/README.md, "Network runs,
+#: this round"): ~0.9 KiB per pair at the peak.
 #: For one train per (rank, peer); in-order Jetties keep the supernode kinds' default
 MAX_PAIRS = 2048 * 2047
 
