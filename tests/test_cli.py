@@ -238,3 +238,19 @@ def test_schedule_into_a_closed_pipe_is_quiet(topology_path, gemm_workload_path)
     proc.stderr.close()
     assert proc.wait(timeout=120) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_named_command_builds_only_its_own_parser():
+    """``simnode run ...`` registers (and imports) the run command alone; no command, or a name
+    that is no command, gets every command, so the usage error lists them all."""
+    from simnode.cli import build_parser
+    from simnode.commands import command_modules
+
+    def choices(argv):
+        sub = next(a for a in build_parser(argv)._actions if a.dest == "command")
+        return sorted(sub.choices)
+    every = sorted(m.__name__.rsplit(".", 1)[1] for m in command_modules())
+    assert choices(["run", "x.yaml"]) == ["run"]
+    assert choices(["regress"]) == ["regress"]
+    assert choices([]) == choices(["--help"]) == choices(["rnu"]) == choices(["executor"]) == every
+    assert len(every) >= 8

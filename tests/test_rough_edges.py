@@ -68,8 +68,11 @@ def test_every_chip_kind_has_a_size_limit(cli, user_error, repo_root, topology_p
     ("transport-alltoall.yaml", ["messages_per_peer=2000000000"], "messages_per_peer = 2000000000"),
     ("transport-alltoall.yaml", ["num_ranks=2048", "topology.supernode.spine_radix=4096"],
      "num_ranks = 2048: expected at most 1,047,552 communicating (sender, receiver) pairs"),
+    ("deepep-normal.yaml", ["num_ranks=4096", "tokens_per_rank=16", "num_experts=4096",
+                            "topology.supernode.spine_radix=4096"], "at most 4,192,256 communicating"),
     ("deepep-normal.yaml", ["num_ranks=2048", "tokens_per_rank=16", "num_experts=2048",
-                            "topology.supernode.spine_radix=4096"], "at most 1,047,552 communicating"),
+                            "send_order=jetty_fifo", "topology.supernode.spine_radix=4096"],
+     "at most 1,047,552 communicating"),
 ])
 def test_supernode_kinds_have_size_limits(cli, user_error, repo_root, workload, sets, needle):
     res = cli("run", repo_root / "topologies" / "atlas950-supernode.yaml", repo_root / "workloads" / workload,

@@ -35,6 +35,15 @@ def jobs_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0 (0 = one per core)") from None
 
 
+def command_module(name: str):
+    """The command module named ``name`` (a command's name is its module's), or None if no
+    module of this package registers a command by that name."""
+    if not name.isidentifier() or name not in {i.name for i in pkgutil.iter_modules(__path__)}:
+        return None
+    mod = importlib.import_module(f"{__name__}.{name}")
+    return mod if hasattr(mod, "register") else None
+
+
 def command_modules() -> list:
     """Every command module of this package, in ``ORDER`` (then by name)."""
     mods = []

@@ -26,7 +26,6 @@ parsed ``RunSpec``s (simnode.workloads.loader) and get their ``Result``s back, i
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import re
@@ -34,6 +33,7 @@ import signal
 
 from simnode.config.fields import did_you_mean
 from simnode.errors import ConfigError, SimnodeError
+from simnode.commands.signals import Terminated, sigterm_as_interrupt  # noqa: F401 (re-exported)
 from simnode.progress import Progress
 
 EXECUTORS = ("local", "dask")
@@ -67,31 +67,6 @@ def run_spec(spec, options=None):
     line) only for a run in this process."""
     from simnode.workloads.registry import RunOptions
     return spec.run(options or RunOptions())
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM while a command runs: unwinds like Ctrl-C (workers stopped, partial output
-    removed), reported as terminated (exit 143)."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated()
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt():
-    """While inside, SIGTERM raises ``Terminated`` in the main thread (the default would end
-    the process at once and leave the pool's workers running with no parent); the previous
-    handler is restored on the way out. Outside the main thread (a test runner's) a no-op."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    except ValueError:                          # not the main thread: signals are not ours
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _ignore_sigint() -> None:

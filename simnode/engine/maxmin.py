@@ -843,8 +843,10 @@ def solve(fn, problem: tuple, s: tuple, arrays: bool) -> tuple[int, tuple]:
         info = s[3]
         slots = max(int(info[NEED_SLOTS]), len(s[SLOTS]))
         blocks = max(int(info[NEED_BLOCKS]), len(s[BLOCKS]))
+        nres, rows = len(s[0]), len(s[1])
+        s = info = None             # freed before the larger buffers are made (memory peak)
         # room to grow: a fill that needs more asks again, each time for at least 1/4 more
-        s = scratch(len(s[0]), len(s[1]), slots + slots // 4, blocks + blocks // 4, arrays)
+        s = scratch(nres, rows, slots + slots // 4, blocks + blocks // 4, arrays)
 
 
 # -- the compiled form -----------------------------------------------------------------------

@@ -104,8 +104,11 @@ class BinnedSeries:
         span = ~point
         if not span.any():
             return
-        t0s, ls = t0[span], length[span]
-        idx, sz, ok = index[span], size_bytes[span], valid[span]
+        if span.all():                                       # (no copies of large releases)
+            t0s, ls, idx, sz, ok = t0, length, index, size_bytes, valid
+        else:
+            t0s, ls = t0[span], length[span]
+            idx, sz, ok = index[span], size_bytes[span], valid[span]
         b = np.minimum((t0s // self.bin_ns).astype(np.int64), self.max_bins - 1)
         t = t0s.copy()
         while True:

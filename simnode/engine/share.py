@@ -604,10 +604,17 @@ class Share:
         caps = np.broadcast_to(np.asarray(caps, dtype=float), (n,))
         # a resource with weight 0 is not used: drop it, keeping the order of the others
         valid = (rows >= 0) & (weights > 0)
-        order = np.argsort(~valid, axis=1, kind="stable")
-        keep = np.take_along_axis(valid, order, axis=1)
-        rows = np.where(keep, np.take_along_axis(rows, order, axis=1), -1)
-        weights = np.where(keep, np.take_along_axis(weights, order, axis=1), 0.0)
+        if (valid[:, 1:] <= valid[:, :-1]).all():
+            # every row's used resources lead already (the usual case): the stable sort below
+            # would keep them where they are
+            keep = valid
+            rows = np.where(keep, rows, -1)
+            weights = np.where(keep, weights, 0.0)
+        else:
+            order = np.argsort(~valid, axis=1, kind="stable")
+            keep = np.take_along_axis(valid, order, axis=1)
+            rows = np.where(keep, np.take_along_axis(rows, order, axis=1), -1)
+            weights = np.where(keep, np.take_along_axis(weights, order, axis=1), 0.0)
         width = int(keep.sum(axis=1).max())
         rows, weights = rows[:, :max(width, 1)], weights[:, :max(width, 1)]
         if rows.size and rows.max() >= len(self.names):
@@ -1219,7 +1226,8 @@ class Share:
         solos, self._solo_ghosts = self._solo_ghosts, []
         if self.compiled:
             width = self._width
-            parts = [(c, t, sv, self._w[c].copy()) for c, t, sv in solos]
+            # a solo class's member weights are its row: gathered into ``mw`` below, once
+            parts = [(c, t, sv, None) for c, t, sv in solos]
             singles = []                                # a run of one-member ghosts
 
             def flush():
@@ -1241,17 +1249,36 @@ class Share:
                 else:
                     singles.append(g)
             flush()
-            cs = np.concatenate([p[0] for p in parts]).astype(np.int64)
-            tags = np.concatenate([p[1] for p in parts]).astype(float)
-            served = np.concatenate([p[2] for p in parts]).astype(float)
-            mw = np.concatenate([p[3] for p in parts])
+            # (memory: a release can hold most classes of a large run, so no array of it is
+            # built twice and the series' spans are scaled in place)
+            cs = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+            tags = np.concatenate([p[1] for p in parts]).astype(float, copy=False)
+            served = np.concatenate([p[2] for p in parts]).astype(float, copy=False)
+            mw = np.empty((cs.shape[0], width))
+            o = 0
+            for p in parts:
+                k = p[0].shape[0]
+                if p[3] is None:
+                    np.take(self._w, p[0], axis=0, out=mw[o:o + k])
+                else:
+                    mw[o:o + k] = p[3]
+                o += k
+            del parts
             over = np.zeros(cs.shape[0])
             self._k["_release"](cs, tags, mw, self._V, self._links, self._w, self._bytes,
                                 self._n, over)
             if self.series is not None and (over > 0).any():
                 m = over > 0
-                self.series.add_spans(served[m], now, self._links[cs[m]],
-                                      -(mw[m] * over[m][:, None]))
+                if m.all():
+                    rows, t0, units = self._links[cs], served, mw
+                    units *= over[:, None]
+                else:
+                    rows, t0, units = self._links[cs[m]], served[m], mw[m]
+                    units *= over[m][:, None]
+                del mw
+                np.negative(units, out=units)           # = -(weight x over), as before
+                self.series.add_spans(t0, now, rows, units)
+                del rows, t0, units
             if (self._n[cs] > 0).any():                 # a keyed class changed its weights
                 self._layout += 1
             freed = np.unique(cs[self._n[cs] == 0])
@@ -1475,7 +1502,12 @@ class Share:
                 isinstance(s[0], np.ndarray) != self.compiled:
             slots, blocks = (len(s[maxmin.SLOTS]), len(s[maxmin.BLOCKS])) if s is not None \
                 else (0, 0)
-            s = self._scratch = maxmin.scratch(nres, rows, slots, blocks, self.compiled)
+            # the old buffers go before the new ones are made (a large run's are ~100 B per
+            # class: both at once would be the run's peak)
+            s = self._scratch = None
+            s = maxmin.scratch(nres, rows, slots, blocks, self.compiled)
+        # handed over: ``maxmin.solve`` returns it, or larger buffers that replace it
+        self._scratch = None
         return s
 
     def _ones(self):

@@ -213,7 +213,7 @@ class DeepEPSim:
         self.arrivals: dict = {}
         self.jitter = np.random.default_rng([self.seed, 0x4A455454]).uniform(
             0.0, self.jetty_jitter_ns, (R, A)) if self.jetty_jitter_ns > 0 else None
-        self.groups: list = []       # Group of message trains, for the trace
+        self.groups: list = []       # Group of message trains, kept for the trace only
         self.payload_sent = 0.0
         self.barrier_wait_ns = np.zeros(R)   #: per rank: time its barriers waited for others
         self.entry_wait_ns = np.zeros(R)     #: ... of which at the entry barrier
@@ -329,7 +329,8 @@ class DeepEPSim:
             self.payload_sent += float(payload.sum())
             group = self.ends.send_many(src, dst, payload, wqes * sz.sqe_bytes, wqes, len(peers),
                                         tag=(src, dst))
-            self.groups.append(group)
+            if self.tracer is not None:        # the trace reads them; else they go once done
+                self.groups.append(group)
             if on_group is not None:
                 on_group(group)
             yield group
@@ -400,7 +401,8 @@ class DeepEPSim:
             self.payload_sent += float((n * sz.combine_wire_bytes).sum())
             group = self.ends.send_many(src, dst, n * sz.combine_wire_bytes,
                                         n * sz.combine_wqe_bytes, n, len(peers), tag=(src, dst))
-            self.groups.append(group)
+            if self.tracer is not None:        # the trace reads them; else they go once done
+                self.groups.append(group)
             work.append(group)
         return work
 

@@ -178,6 +178,25 @@ def token_destinations(topk: np.ndarray, experts_per_rank: int):
     return tok, dst, k_on
 
 
+def rank_tallies(topk: np.ndarray, experts_per_rank: int):
+    """What ``build_plan`` needs of ``token_destinations``, without sorting rows: (the
+    destination ranks, a mask of each (token, rank)'s first pick, the number of the token's
+    experts on that rank at those picks), all [k, T] (pick-major: each pick's column is
+    contiguous, ~8x faster than strided columns). Pick j is a first if no earlier pick of
+    its token has its rank; its count is 1 + the later picks with that rank. The same
+    (token, rank) entries and counts as ``token_destinations``, in another order."""
+    ranks = (np.asarray(topk) // experts_per_rank).T.copy()
+    k, t = ranks.shape
+    first = np.ones((k, t), dtype=bool)
+    k_on = np.ones((k, t), dtype=np.int64)
+    for j in range(1, k):
+        for i in range(j):                      # k(k-1)/2 compares of whole picks (k small)
+            same = ranks[i] == ranks[j]
+            first[j] &= ~same
+            k_on[i] += same
+    return ranks, first, k_on
+
+
 def build_plan(topk_by_rank, p: DeepEPParams, keep_aiv: bool = True) -> DeepEPPlan:
     """Counts of everything dispatch and combine move, from each rank's [T, k] expert ids
     (any iterable, consumed once in rank order, so the routes need not all be in memory).
@@ -197,17 +216,28 @@ def build_plan(topk_by_rank, p: DeepEPParams, keep_aiv: bool = True) -> DeepEPPl
     for r, topk in enumerate(topk_by_rank):
         if r >= R:
             raise ValueError(f"build_plan: routing for more than {R} ranks")
-        tok, dst, k_on = token_destinations(topk, epr)
-        toks = np.bincount(aiv_of[tok] * R + dst, minlength=A * R).reshape(A, R).astype(np.int32)
+        if np.shape(topk)[1] <= 16:             # few columns: compares, no sort
+            # counts as weights rather than selected entries (exact: integers far below 2^53)
+            ranks, first, k_on = rank_tallies(topk, epr)
+            key = (ranks + aiv_of * R).reshape(-1)
+            toks = np.bincount(key, weights=first.reshape(-1), minlength=A * R)
+            multi = np.flatnonzero(first & (k_on >= 2))     # few: selected, not weighted
+            dst = ranks.reshape(-1)[multi]
+            reduce_tokens[:, r] = np.bincount(dst, minlength=R)
+            reduce_rows[:, r] = np.bincount(dst, weights=k_on.reshape(-1)[multi], minlength=R)
+        else:
+            tok, dst, k_on = token_destinations(topk, epr)
+            toks = np.bincount(aiv_of[tok] * R + dst, minlength=A * R)
+            multi = k_on >= 2
+            reduce_tokens[:, r] = np.bincount(dst[multi], minlength=R)
+            reduce_rows[:, r] = np.bincount(dst[multi], weights=k_on[multi], minlength=R)
+        toks = toks.reshape(A, R).astype(np.int32)
         if keep_aiv:
             aiv_tokens[r] = toks
         pair_tokens[r] = toks.sum(axis=0, dtype=np.int64)
         sqes = _sqes(toks, r, p.tokens_per_sqe)
         pair_sqes[r] = sqes.sum(axis=0)
         aiv_sqes_max[r] = sqes.sum(axis=1).max(initial=0)
-        multi = k_on >= 2
-        reduce_tokens[:, r] = np.bincount(dst[multi], minlength=R)
-        reduce_rows[:, r] = np.bincount(dst[multi], weights=k_on[multi], minlength=R).astype(np.int64)
         expert_tokens += np.bincount(np.asarray(topk).reshape(-1), minlength=p.num_experts)
         ranks_seen += 1
     if ranks_seen != R:

@@ -67,6 +67,13 @@ FIELDS = (
 _COST_FIELDS = [f.name for f in dataclasses.fields(DeepEPCosts)]
 
 
+#: the most (sender, receiver) pairs one DeepEP run may simulate: EP2048's (2048 x 2047), whose
+#: dispatch + combine (8192 tokens per rank) peaked at 3.55 GiB measured (3.85 GiB before this
+#: round's memory changes), under the 4 GiB a run may use (benchmarks/README.md, "Network runs,
+#: this round"): ~0.9 KiB per pair at the peak.
+#: For one train per (rank, peer); in-order Jetties keep the supernode kinds' default
+MAX_PAIRS = 2048 * 2047
+
 #: the most tokens one DeepEP run may route (all ranks): 8x the published EP128 case
 #: (16384 x 128), ~1.3 GB of routing and plan arrays
 MAX_TOKENS = 2 ** 24
@@ -88,7 +95,9 @@ def _topology_for(topology, params, source: str = "workload"):
                           f"at most {MAX_TOKENS:,} tokens over all {ranks} ranks (tokens_per_rank x "
                           f"num_ranks): the routing and plan arrays of one run live in memory")
     check_pairs(ranks * (ranks - 1), ranks, source if n else topology.source,
-                "num_ranks" if n else "supernode.num_ranks")
+                "num_ranks" if n else "supernode.num_ranks",
+                # in-order Jetties: ~100x the flows, the supernode default (not measured at EP2048)
+                MAX_PAIRS if params["send_order"] == "rank_peer" else None)
     _check_routing(params, ranks, source)
     if params["jetty_jitter_ns"] > 0 and params["send_order"] != "jetty_fifo":
         raise ConfigError(source, "jetty_jitter_ns", params["jetty_jitter_ns"],

@@ -52,17 +52,20 @@ def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"
 CHIP_SERIES = ("hbm", "urma_tx", "urma_rx")   # per-rank chip resources kept beside the links
 
 
-#: the most (sender, receiver) pairs with traffic one run may simulate: EP1024's all-to-all
-#: (1024 x 1023), which a DeepEP run takes 20 minutes and 3.8 GB for (benchmarks/README.md):
-#: every pair is a flow with its route, so memory grows with the pairs
+#: the most (sender, receiver) pairs with traffic one run may simulate, unless its kind sets
+#: its own: EP1024's all-to-all (1024 x 1023): every pair is a flow with its route, so memory
+#: grows with the pairs
 MAX_PAIRS = 1024 * 1023
 
 
-def check_pairs(pairs: int, num_ranks: int, source: str, key: str = "num_ranks") -> None:
-    """Refuse a run with more communicating pairs than ``MAX_PAIRS``, before any work."""
-    if pairs > MAX_PAIRS:
+def check_pairs(pairs: int, num_ranks: int, source: str, key: str = "num_ranks",
+                limit: int | None = None) -> None:
+    """Refuse a run with more communicating pairs than ``limit`` (default ``MAX_PAIRS``),
+    before any work."""
+    limit = MAX_PAIRS if limit is None else limit
+    if pairs > limit:
         raise ConfigError(source, key, num_ranks,
-                          f"at most {MAX_PAIRS:,} communicating (sender, receiver) pairs ({pairs:,} at "
+                          f"at most {limit:,} communicating (sender, receiver) pairs ({pairs:,} at "
                           f"{num_ranks} ranks): each is a flow with its route, held in memory")
 
 
