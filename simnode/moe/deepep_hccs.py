@@ -20,15 +20,30 @@ cores' own copies to and from other dies' memory windows, not with URMA work req
   flag; then each AIV takes an equal share of its own tokens, waits for their top-k flags,
   reads the k rows and sums them weighted.
 
-So a remote record costs one AIV a round trip on the path plus the copy, serially: per-access
-latency and the die's links bound the kernels. The records one rank moves to (or from) one
-peer in a phase are one flow, as the 950 model's message trains: its bytes on the links and
-both HBMs, and ns of AIV time per record from the rank's pool of AIVs for the phase
-(``rankR.aiv_<phase>``): ``HccsCosts`` give the per-record times from the chip's copy
-paths and vector rate, the path's round trip, and the two unknown costs of a remote access
-(``remote_read_ns``, ``remote_write_ns``). A pool's capacity is the AIVs' total work over
-the busiest AIV's (``effective_aivs``): when the AIVs bind, the phase lasts as long as its
-busiest AIV, whose share the kernel's fixed split of segments or rows decides. What-ifs, off by default, make a
+So a remote record costs one AIV a round trip on the path plus the copy, serially, and each
+AIV walks its own list of peers in a fixed order. Each AIV is modeled as such a chain: one
+flow per (peer, records) piece of its list, in order, the next started when the last has
+arrived; the flow puts its bytes on the links and both HBMs and holds the AIV
+(``rankR.aivA_<phase>``, 1 ns per ns) for the pieces' serial time, so it runs at most at
+the AIV's own rate (``HccsCosts``: the chip's copy paths and vector rate, the path's round
+trip, and the unknown costs of a remote access, ``remote_read_ns`` and ``remote_write_ns``)
+and shares the links with every other AIV's flow.
+
+Why the bandwidth falls with EP (the mechanism behind S12's trend): the kernels' splits do
+not depend on the rank. Dispatch gives AIV a the statuses [a E/48, (a+1) E/48) on every
+rank, status i being (expert i // R, source i % R), so at any moment AIV a of *every* rank
+reads the same source: at most 48 of the R sources are read at once (fewer where two AIVs'
+lists coincide: 41 of 64 at EP64, 45 of 128 at EP128 at the start; all 8 at EP8), each by
+R readers per AIV on it, and the status barrier just before aligns them. A die serves
+other dies' reads of its memory at a limited rate (``remote_read_GBps``, all readers
+together; no published figure), so the fewer sources are busy, the less of the supernode's
+read capacity a rank gets. Combine splits each rank's received rows into 48 equal shares
+in the same status order, so AIV a of every rank writes to nearly the same peer too (the
+shares' starts drift with each rank's own counts, which spreads the writes a little); its
+writes load the peers' links. Nothing here is a per-EP factor: the EP dependence is the
+count of busy peers the fixed splits leave, computed by the flows.
+
+What-ifs, off by default, make a
 remote access cost more as the peers a rank accesses grow, in the two shapes the 950's
 URMA model has (a cache of peer contexts with ``peer_cache_entries`` and a miss cost, or
 a cost per peer): nothing published gives either (``simnode calibrate`` fits them).
@@ -87,12 +102,11 @@ class HccsPlan:
         return self.hidden * 2
 
     def segments(self, d: int) -> list:
-        """Rank d's status segments in kernel order: (local expert e, source s), i = e R + s."""
-        R = self.num_ranks
-        return [(i // R, i % R) for i in range(self.num_experts)]
-
-    def segment_count(self, d: int, e: int, s: int) -> int:
-        return int(self.counts[s, d * self.experts_per_rank + e])
+        """Rank d's statuses in kernel order, as (source s, records): status i is (local expert
+        i // R, source i % R) (X7 deep_ep.cpp recv_count, ShareToOutput's fromRank = i % R); the
+        received rows lie in this order too."""
+        R, per = self.num_ranks, self.experts_per_rank
+        return [(i % R, int(self.counts[i % R, d * per + i // R])) for i in range(self.num_experts)]
 
     def aiv_statuses(self) -> list:
         """[start, end) status indices of each AIV (X7 dispatch: E / AIVs each, the
@@ -104,6 +118,38 @@ class HccsPlan:
             n = per + (1 if a < rem else 0)
             out.append((start, start + n))
             start += n
+        return out
+
+    def aiv_pulls(self, d: int) -> list:
+        """Each AIV of rank d's pulls in kernel order: [(source, records), ...] over its
+        statuses (X7 ShareToOutput: status i = (local expert i // R, source i % R)). The
+        split depends on the status index only, not on d: AIV a of every rank walks the same
+        sources in the same order."""
+        segs = self.segments(d)
+        return [segs[lo:hi] for lo, hi in self.aiv_statuses()]
+
+    def aiv_pushes(self, d: int) -> list:
+        """Each AIV of rank d's pushes in kernel order: [(source, rows), ...]. Combine splits
+        the rank's received rows (in receive order: status by status) into equal contiguous
+        shares, the remainder one each to the first AIVs (X7 SplitCoreCal), so where a share
+        starts depends on d's own counts."""
+        segs = self.segments(d)
+        shares = split(sum(n for _, n in segs), self.num_aiv)
+        out, k, left = [], 0, segs[0][1] if segs else 0
+        for want in shares:
+            pieces = []
+            while want > 0:
+                while left == 0:
+                    k += 1
+                    left = segs[k][1]
+                take = min(want, left)
+                if pieces and pieces[-1][0] == segs[k][0]:
+                    pieces[-1] = (segs[k][0], pieces[-1][1] + take)
+                else:
+                    pieces.append((segs[k][0], take))
+                want -= take
+                left -= take
+            out.append(pieces)
         return out
 
     def recv_rows(self) -> np.ndarray:
@@ -155,6 +201,7 @@ class HccsCosts:
     reduce_ops_per_element: float    #: vector ops per element and top-k row of combine's weighted sum
     remote_read_ns: float            #: a remote MTE2 read's cost beyond the path's round trip and bytes
     remote_write_ns: float           #: a remote MTE3 write's (with its PIPE_ALL wait), likewise
+    remote_read_GBps: float          #: what one die serves of other dies' reads of its memory (0: no limit)
     peer_cache_entries: int      #: what-if: peer contexts at hand (0 with a miss cost: none)
     read_miss_ns: float        #: what-if: extra per remote read whose peer is not cached
     write_miss_ns: float       #: what-if: extra per remote write whose peer is not cached
@@ -245,11 +292,25 @@ class HccsSim:
         dst = np.tile(np.arange(R), R)
         one_way = self.net.latency_ns(src, dst).reshape(R, R)
         self.rtt_ns = one_way + one_way.T
+        self._one_way = one_way
+        ports, _ = self.net.routes.route(src, dst)
+        self._paths = [tuple(int(self.net.ports[q]) for q in row if q >= 0) for row in ports]
         self.max_latency_ns = float(one_way.max()) if R > 1 else 0.0
         self.arrivals: dict = {}
         self.groups: list = []
         self.payload_sent = 0.0
         self.pools: dict = {}
+        self._aivs: dict = {}
+
+    def _aiv_resources(self, phase: str) -> None:
+        """One resource per AIV of every rank for a phase of per-AIV chains (1 ns of AIV time
+        per ns): ``self._aivs[phase][rank, aiv]``."""
+        R, A = self.plan.num_ranks, self.plan.num_aiv
+        ids = np.asarray(self.net.share.add_resources(
+            [f"rank{r}.aiv{a}_{phase}" for r in range(R) for a in range(A)], [1.0] * (R * A)),
+            dtype=np.int64)
+        self._aivs[phase] = ids.reshape(R, A)
+        self.pools[phase] = ids
 
     def _pool(self, phase: str, work: np.ndarray) -> np.ndarray:
         """The ranks' AIV pools of a phase, from each rank's per-AIV work [R, A] (ns): 1 ns of
@@ -323,19 +384,41 @@ class HccsSim:
         pair[d] = 0
         return int((pair > 0).sum())
 
-    def pull_work(self, d: int) -> np.ndarray:
-        """ns each AIV of d spends pulling: its E / AIVs segments, record by record."""
-        p = self.plan
-        segs = p.segments(d)
-        return np.array([sum(p.segment_count(d, *segs[i]) * self._pull[segs[i][1], d]
-                             for i in range(lo, hi)) for lo, hi in p.aiv_statuses()])
-
     def dispatch_pulls(self, d: int):
-        p = self.plan
-        src = np.array([s for s in range(p.num_ranks) if self._pair[s, d] > 0], dtype=np.int64)
-        n = self._pair[src, d].astype(float)
-        return self._flows(src, np.full(len(src), d), n * float(p.record_bytes),
-                           np.full(len(src), self.pools["pull"][d]), n * self._pull[src, d])
+        """Every AIV of d pulls its segments one after another (one MTE2 in flight): an event
+        when the last AIV is done."""
+        return self.env.all_of([self.env.process(self._chain(d, a, pieces, "pull"))
+                                for a, pieces in enumerate(self.plan.aiv_pulls(d)) if pieces])
+
+    def _chain(self, d: int, a: int, pieces: list, phase: str):
+        """AIV a of rank d moves its pieces in order, one flow per (peer, records): a pull
+        reads from the peer (peer -> d), a push writes to it (d -> peer). The flow holds AIV a
+        for the records' serial time (``pull_ns`` / ``push_ns`` each), so it runs at most at
+        the AIV's own rate, and shares the links and HBMs with every other AIV's flow."""
+        p, aiv = self.plan, int(self._aivs[phase][d, a])
+        for s, n in pieces:
+            if n <= 0:
+                continue
+            if phase == "pull":
+                yield self._flow(s, d, n * float(p.record_bytes), aiv, n * self._pull[s, d],
+                                 int(self._read_port[s]) if s != d and len(self._read_port) else -1)
+            else:
+                yield self._flow(d, s, n * float(p.row_bytes), aiv, n * self._push[d, s])
+
+    def _flow(self, src: int, dst: int, payload: float, aiv: int, aiv_ns: float, served_by: int = -1):
+        """One flow of ``_flows`` (the same resources and units), started on the share
+        directly with the path looked up once per run (speed: a chain starts ~256 R of them)."""
+        hs, hd = int(self.r_hbm[src]), int(self.r_hbm[dst])
+        if src == dst:                            # a local copy reads and writes one HBM
+            return self.net.share.start(payload, (aiv, hs), (aiv_ns / payload, 2.0))
+        path = self._paths[src * self.plan.num_ranks + dst]
+        wire = self.spec.wire_bytes(payload)
+        self.payload_sent += payload
+        extra, w = (aiv, hs, hd), (aiv_ns / wire, payload / wire, payload / wire)
+        if served_by >= 0:                        # a remote read: the source die serves it
+            extra, w = extra + (served_by,), w + (payload / wire,)
+        return self.net.share.start(wire, path + extra, (1.0,) * len(path) + w,
+                                    latency_ns=float(self._one_way[src, dst]))
 
     # -- combine -------------------------------------------------------------------------------
     def combine_rank(self, d: int, t: RankTimes):
@@ -356,32 +439,9 @@ class HccsSim:
         t.mark("weighted sum", s0, env.now)
         t.end_ns = env.now
 
-    def push_work(self, d: int) -> np.ndarray:
-        """ns each AIV of d spends pushing: a contiguous share of its received rows, in receive
-        order (segment by segment), each row to its source."""
-        p = self.plan
-        A = p.num_aiv
-        segs = [(s, p.segment_count(d, e, s)) for e, s in p.segments(d)]
-        total = sum(n for _, n in segs)
-        bounds = [total * a // A for a in range(A + 1)]
-        work = np.zeros(A)
-        a, pos = 0, 0
-        for s, n in segs:
-            while n > 0:
-                while bounds[a + 1] <= pos:
-                    a += 1
-                take = min(n, bounds[a + 1] - pos)
-                work[a] += take * self._push[d, s]
-                pos += take
-                n -= take
-        return work
-
     def combine_pushes(self, d: int):
-        p = self.plan
-        dst = np.array([s for s in range(p.num_ranks) if self._pair[s, d] > 0], dtype=np.int64)
-        n = self._pair[dst, d].astype(float)
-        return self._flows(np.full(len(dst), d), dst, n * float(p.row_bytes),
-                           np.full(len(dst), self.pools["push"][d]), n * self._push[d, dst])
+        return self.env.all_of([self.env.process(self._chain(d, a, pieces, "push"))
+                                for a, pieces in enumerate(self.plan.aiv_pushes(d)) if pieces])
 
     # -- run -----------------------------------------------------------------------------------
     def run(self, kind: str) -> PhaseRun:
@@ -394,10 +454,16 @@ class HccsSim:
             # per-record pull time [s, d] (the peers are the puller's, d's)
             self._pull = np.array([[self.pull_ns(s, d, peers[d]) for d in range(R)] for s in range(R)])
             self._pool("stage", np.tile(split(p.tokens_per_rank * p.top_k, A) * self.stage_ns(), (R, 1)))
-            self._pool("pull", np.array([self.pull_work(d) for d in range(R)]))
+            self._aiv_resources("pull")
+            self._read_port = np.zeros(0, dtype=np.int64)
+            if self.costs.remote_read_GBps > 0:
+                self._read_port = np.asarray(self.net.share.add_resources(
+                    [f"rank{r}.read_serve" for r in range(R)], [self.costs.remote_read_GBps] * R),
+                    dtype=np.int64)
+                self.pools["read_serve"] = self._read_port
         else:
             self._push = np.array([[self.push_ns(d, s, peers[d]) for s in range(R)] for d in range(R)])
-            self._pool("push", np.array([self.push_work(d) for d in range(R)]))
+            self._aiv_resources("push")
             self._pool("reduce", np.tile(split(p.tokens_per_rank, A) * self.reduce_ns(), (R, 1)))
         times = [RankTimes() for _ in range(R)]
         body = self.dispatch_rank if kind == "dispatch" else self.combine_rank
@@ -424,7 +490,8 @@ class HccsSim:
         recv = p.recv_rows()
         remote = recv - np.diag(p.pair_rows())
         horizon = max(tt.end_ns for tt in times)
-        groups = [("hbm", self.r_hbm)] + [(f"aiv_{k}", ids) for k, ids in self.pools.items()]
+        groups = [("hbm", self.r_hbm)] + [(k if k == "read_serve" else f"aiv_{k}", ids)
+                                          for k, ids in self.pools.items()]
         util, busiest_of = busiest(net, groups, horizon)
         return PhaseRun(kind, times, recv, remote, p.row_bytes, float(net.port_bytes().sum()),
                         float(traffic.sum()), analytical_bound_ns(traffic, net.routes),

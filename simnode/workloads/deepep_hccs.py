@@ -35,6 +35,8 @@ _COSTS = (
           "and its bytes", min_value=0, origin=""),
     Field("remote_write_ns", "number", doc="a remote MTE3 write's cost (with its PIPE_ALL wait) "
           "beyond the round trip and its bytes", min_value=0, origin=""),
+    Field("remote_read_GBps", "number", 0.0, "what one die serves of other dies' reads of its "
+          "memory, all readers together (0 = no limit beyond its links)", min_value=0, unit="GB/s"),
     Field("peer_cache_entries", "int", 0, "what-if: peer contexts at hand", min_value=0,
           unit="entries"),
     Field("read_miss_ns", "number", 0.0, "what-if: extra per remote read whose peer is not cached",
