@@ -419,7 +419,8 @@ class ChipSim:
             dur = stream if stream > path.ii else path.ii    # the pipe issues again after this
             lat = stream + path.base - dur                   # it completes base latency later
             span = (ins.label or ins.path, {"bytes": size, "path": ins.path, "_comp": lat})
-        return (_TIME, dur, lat) + (span if traced else ())
+        # a traced TIME op is its own kind, so the untraced loop never asks for the tracer
+        return (_TIME_TRACED, dur, lat) + span if traced else (_TIME, dur, lat)
 
     def _run(self, p: _Pipe):
         """Pipe ``p`` as a generator: it executes ops until it blocks, yields, and goes on when
@@ -443,16 +444,12 @@ class ChipSim:
         popleft, push = inflight.popleft, inflight.append
         on_mte2 = p.pipe == "mte2"
         limit = p.limit
+        waits = p.waits
+        wake = ready.append
         while i < n:
             op = ops[i]
             kind = op[0]
             if kind == _TIME:
-                if tid is not None:
-                    args = op[4]
-                    if args is not None and "_comp" in args:
-                        args = {k: v for k, v in args.items() if k != "_comp"}
-                        args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
-                    tracer.span(pid, tid, op[3], t, op[1], args)
                 dur = op[1]
                 t += dur
                 busy += dur
@@ -474,7 +471,7 @@ class ChipSim:
                     i, t = p.i, p.t
                     continue
                 if ts > t:
-                    p.waits[op[2]] = p.waits.get(op[2], 0.0) + (ts - t)
+                    waits[op[2]] = waits.get(op[2], 0.0) + (ts - t)
                     t = ts
             elif kind == _SET:
                 f = op[1]
@@ -488,7 +485,7 @@ class ChipSim:
                         w.waits[src] = w.waits.get(src, 0.0) + (fire - w.t)
                         w.t = fire
                     w.i += 1
-                    ready.append(w)
+                    wake(w)
                 else:
                     heappush(f.q, fire)
             elif kind == _COPY:
@@ -540,9 +537,21 @@ class ChipSim:
                     push(comp)
                 if comp > done:
                     done = comp
-            else:                                   # _BARRIER
+            elif kind == _BARRIER:
                 if done > t:
                     t = done
+            else:                                   # _TIME_TRACED
+                args = op[4]
+                if args is not None and "_comp" in args:
+                    args = {k: v for k, v in args.items() if k != "_comp"}
+                    args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
+                tracer.span(pid, tid, op[3], t, op[1], args)
+                dur = op[1]
+                t += dur
+                busy += dur
+                comp = t + op[2]
+                if comp > done:
+                    done = comp
             i += 1
         # the pipe has run its last op
         p.i, p.t, p.done, p.busy = i, t, done, busy
@@ -566,7 +575,7 @@ class ChipSim:
         yield                                       # never resumed: the drain holds it no more
 
 
-_TIME, _WAIT, _SET, _COPY, _BARRIER = range(5)
+_TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
 _NORMAL = simpy.events.NORMAL
 
 
