@@ -132,8 +132,8 @@ class _Pipe:
     """One pipe's place in its instruction list and its clocks (see the module docstring)."""
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
-                 "copy_start", "copy_parts", "copy_end", "copied", "aligned", "finished", "name",
-                 "group", "ops", "resume")
+                 "copy_start", "copy_parts", "copy_end", "finished", "name",
+                 "group", "ops", "resume", "step")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -151,12 +151,11 @@ class _Pipe:
         self.copy_start = 0.0
         self.copy_parts = 0
         self.copy_end = 0.0
-        self.copied = False         #: its GM copy at ``i`` has finished streaming
-        self.aligned = False        #: the GM copy at ``i`` may start now (its time has come)
         self.finished = False
         self.group = None           #: the launch it belongs to: {"left", "done", "run"}
         self.ops = None             #: the compiled program (``ChipSim._compile``)
         self.resume = None          #: its ``_Resume``, made at its first wait for a copy's time
+        self.step = None            #: resumes its ``ChipSim._run`` generator
 
 
 class ChipSim:
@@ -226,6 +225,7 @@ class ChipSim:
             p.stats.finish_ns = now
             p.group = state
             p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)))
+            p.step = self._run(p).__next__
         if not pipes:
             self._finish(run)
             done.succeed()
@@ -288,14 +288,13 @@ class ChipSim:
         ready = self._ready
         try:
             while ready:
-                self._step(ready.popleft())
+                ready.popleft().step()
         finally:
             self._draining = False
 
     def _resume_at(self, p: _Pipe) -> None:
         """A pipe whose next GM copy starts at ``p.t`` > now: run it again then (its
         ``_Resume``, queued as a Timeout of that delay would be, so in the same order)."""
-        p.aligned = True
         r = p.resume
         if r is None:
             r = p.resume = _Resume(self, p)
@@ -313,7 +312,6 @@ class ChipSim:
             p.copy_end = served_ns
         p.copy_parts -= 1
         if p.copy_parts == 0:
-            p.copied = True
             self._ready.append(p)
             self._drain()
 
@@ -421,53 +419,37 @@ class ChipSim:
             dur = stream if stream > path.ii else path.ii    # the pipe issues again after this
             lat = stream + path.base - dur                   # it completes base latency later
             span = (ins.label or ins.path, {"bytes": size, "path": ins.path, "_comp": lat})
-        return (_TIME, dur, lat) + (span if traced else ())
+        # a traced TIME op is its own kind, so the untraced loop never asks for the tracer
+        return (_TIME_TRACED, dur, lat) + span if traced else (_TIME, dur, lat)
 
-    def _step(self, p: _Pipe) -> None:
-        """Execute pipe ``p`` from its current op until it blocks or ends."""
+    def _run(self, p: _Pipe):
+        """Pipe ``p`` as a generator: it executes ops until it blocks, yields, and goes on when
+        the drain calls it again (``p.step``). Blocking points: a wait on a flag not yet set
+        (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time),
+        a GM copy whose issue time is still ahead of the clock (resumed then, ``_resume_at``)
+        and a GM copy streaming through the share (resumed by ``_copy_done``). Between them
+        its clocks and program counter stay in local variables: a resumption costs no reload."""
         env = self.env
         tracer = self.tracer
         tid = p.tid
         pid = self._pid
+        ready = self._ready
+        heappop, heappush = heapq.heappop, heapq.heappush
         ops = p.ops
         n = len(ops)
         i = p.i
         t, done = p.t, p.done
         busy = p.busy
         inflight = p.inflight
-        # a GM copy that just finished streaming: account for it, then go on
-        if p.copied:
-            p.copied = False
-            _, ins, path, size = ops[i]
-            start = p.copy_start
-            end = p.copy_end
-            stream = size / path.bw
-            occ = end - start if end - start > path.ii else path.ii
-            p.stall += (end - start) - stream
-            comp = end + path.base
-            if tid is not None:
-                tracer.span(pid, tid, ins.label or ins.path, start, occ,
-                            {"bytes": size, "path": ins.path, "done_us": round(ns_to_us(comp), 4)})
-            t = start + occ
-            busy += stream if stream > path.ii else path.ii
-            if p.pipe == "mte2":
-                inflight.append(comp)
-                if p.qtrack is not None:
-                    tracer.counter(pid, p.qtrack, start, {"requests": len(inflight)})
-            if comp > done:
-                done = comp
-            i += 1
+        popleft, push = inflight.popleft, inflight.append
+        on_mte2 = p.pipe == "mte2"
         limit = p.limit
+        waits = p.waits
+        wake = ready.append
         while i < n:
             op = ops[i]
             kind = op[0]
             if kind == _TIME:
-                if tid is not None:
-                    args = op[4]
-                    if args is not None and "_comp" in args:
-                        args = {k: v for k, v in args.items() if k != "_comp"}
-                        args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
-                    tracer.span(pid, tid, op[3], t, op[1], args)
                 dur = op[1]
                 t += dur
                 busy += dur
@@ -478,16 +460,18 @@ class ChipSim:
                 f = op[1]
                 q = f.q
                 if q:
-                    ts = heapq.heappop(q)
+                    ts = heappop(q)
                 else:
                     if f.waiter is not None:
                         raise ScheduleError(f"{p.name}: two pipes wait on "
                                             f"{self._flag_name(f.key)} at once.")
                     f.waiter = p
-                    p.i, p.t, p.done, p.busy = i, t, done, busy
-                    return                          # resumed by the matching set
+                    p.i, p.t = i, t
+                    yield                           # resumed by the matching set
+                    i, t = p.i, p.t
+                    continue
                 if ts > t:
-                    p.waits[op[2]] = p.waits.get(op[2], 0.0) + (ts - t)
+                    waits[op[2]] = waits.get(op[2], 0.0) + (ts - t)
                     t = ts
             elif kind == _SET:
                 f = op[1]
@@ -501,28 +485,46 @@ class ChipSim:
                         w.waits[src] = w.waits.get(src, 0.0) + (fire - w.t)
                         w.t = fire
                     w.i += 1
-                    self._ready.append(w)
+                    wake(w)
                 else:
-                    heapq.heappush(f.q, fire)
+                    heappush(f.q, fire)
             elif kind == _COPY:
                 _, ins, path, size = op
                 while inflight and inflight[0] <= t:
-                    inflight.popleft()
+                    popleft()
                 if len(inflight) >= limit:
-                    free = inflight.popleft()
+                    free = popleft()
                     if free > t:
                         p.queue_full += free - t
                         t = free
                 if path.gm:
-                    if t > env.now and not p.aligned:
-                        p.i, p.t, p.done, p.busy = i, t, done, busy
+                    if t > env.now:
+                        p.t = t
                         self._resume_at(p)
-                        return
-                    p.aligned = False
-                    p.i, p.t, p.done, p.busy = i, t, done, busy
+                        yield                       # resumed when the clock reaches ``t``
                     p.copy_start = t
                     self._gm_start(ins, path, size, p)
-                    return                          # resumed by ``_copy_done``
+                    yield                           # resumed by ``_copy_done``
+                    # the copy finished streaming: account for it, then go on
+                    start = t
+                    end = p.copy_end
+                    stream = size / path.bw
+                    occ = end - start if end - start > path.ii else path.ii
+                    p.stall += (end - start) - stream
+                    comp = end + path.base
+                    if tid is not None:
+                        tracer.span(pid, tid, ins.label or ins.path, start, occ,
+                                    {"bytes": size, "path": ins.path, "done_us": round(ns_to_us(comp), 4)})
+                    t = start + occ
+                    busy += stream if stream > path.ii else path.ii
+                    if on_mte2:
+                        push(comp)
+                        if p.qtrack is not None:
+                            tracer.counter(pid, p.qtrack, start, {"requests": len(inflight)})
+                    if comp > done:
+                        done = comp
+                    i += 1
+                    continue
                 stream = size / path.bw
                 occ = stream if stream > path.ii else path.ii
                 comp = t + stream + path.base
@@ -531,13 +533,25 @@ class ChipSim:
                                 {"bytes": size, "path": ins.path, "done_us": round(ns_to_us(comp), 4)})
                 t += occ
                 busy += occ
-                if p.pipe == "mte2":
-                    inflight.append(comp)
+                if on_mte2:
+                    push(comp)
                 if comp > done:
                     done = comp
-            else:                                   # _BARRIER
+            elif kind == _BARRIER:
                 if done > t:
                     t = done
+            else:                                   # _TIME_TRACED
+                args = op[4]
+                if args is not None and "_comp" in args:
+                    args = {k: v for k, v in args.items() if k != "_comp"}
+                    args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
+                tracer.span(pid, tid, op[3], t, op[1], args)
+                dur = op[1]
+                t += dur
+                busy += dur
+                comp = t + op[2]
+                if comp > done:
+                    done = comp
             i += 1
         # the pipe has run its last op
         p.i, p.t, p.done, p.busy = i, t, done, busy
@@ -552,14 +566,16 @@ class ChipSim:
         st.finish_ns = max(t, done)
         p.finished = True
         p.ops = None
+        p.step = None
         state = p.group
         state["left"] -= 1
         if state["left"] == 0:
             self._finish(state["run"])
             state["done"].succeed()
+        yield                                       # never resumed: the drain holds it no more
 
 
-_TIME, _WAIT, _SET, _COPY, _BARRIER = range(5)
+_TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
 _NORMAL = simpy.events.NORMAL
 
 
