@@ -115,8 +115,12 @@ def _interrupt(args: list, wait_for, timeout_s: float = 60, sig=signal.SIGINT,
     """Start ``simnode ARGS`` in its own session, wait until ``wait_for()``, then press
     Ctrl-C the way a terminal does (SIGINT to the whole process group), or send ``sig`` to
     the group or (``group=False``: ``kill PID``) to simnode's own process alone."""
+    # a child inherits an ignored SIGINT (a suite started in the background by a shell
+    # without job control runs with SIGINT ignored), and Python keeps it ignored: simnode
+    # starts as a terminal would start it, with SIGINT at its default
     p = subprocess.Popen([sys.executable, "-m", "simnode", *map(str, args)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=REPO)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=REPO,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + timeout_s
     while not wait_for() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)
