@@ -3,8 +3,9 @@ free parameters of a topology (or workload fields) to measured cases, and record
 
 CASES is a file in the format of validation/published.yaml (a workload, ``set:``
 overrides, a metric, a measured value, a tolerance); ``--only PATTERN`` picks its cases
-(each must run on TOPOLOGY). Every ``--fit`` names a ``--set`` key and its bounds. The
-fit minimizes the sum of squared relative errors inside the bounds, then finds each
+(each must run on TOPOLOGY). Every ``--fit`` names a ``--set`` key and its bounds;
+``--start KEY=VALUE`` moves where its search starts (a local minimum near the default start
+can hold a fit: the start is recorded in the overlay). The fit minimizes the sum of squared relative errors inside the bounds, then finds each
 value's profile interval (``simnode.calibrate.solver``); points run in parallel
 (``--jobs``). It prints the fitted values, their intervals and every case's residual, and
 with ``-o`` writes an overlay (``simnode.config.overlay``) recording the values, the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -39,6 +41,9 @@ def register(subparsers) -> None:
     p.add_argument("--fit", dest="fits", action="append", default=[], metavar="KEY=LO:HI",
                    help="a free value and its bounds, as a --set key (topology.supernode."
                         "urma_wqe_ns_per_peer=0:0.5); repeatable")
+    p.add_argument("--start", dest="starts", action="append", default=[], metavar="KEY=VALUE",
+                   help="where the fit of a --fit key starts (default: the value the cases run "
+                        "with, clipped into the bounds); recorded in the overlay; repeatable")
     p.add_argument("-o", "--output", metavar="OVERLAY.yaml", default=None,
                    help="write the overlay here (topologies/calibrated/...)")
     p.add_argument("--only", action="append", default=[], metavar="PATTERN",
@@ -57,6 +62,30 @@ def register(subparsers) -> None:
     p.add_argument("--verbose", action="store_true",
                    help="print every evaluated point and its errors on stderr (long fits)")
     p.set_defaults(func=cmd_calibrate)
+
+
+def _starts(specs: list, free: list) -> dict:
+    """``--start KEY=VALUE`` -> {key: value}: each a key of a --fit, once, a finite number
+    within its bounds (a whole number for an integer key)."""
+    from simnode.config.overrides import parse_assignment
+    bounds = {p.key: p for p in free}
+    out = {}
+    for spec in specs:
+        key, value = parse_assignment(spec, "--start")
+        raw = spec.partition("=")[2].strip()
+        p = bounds.get(key)
+        if p is None:
+            raise ConfigError("--start", key, raw, "a key fitted with --fit (fitted: "
+                              + ", ".join(sorted(bounds)) + ")")
+        if key in out:
+            raise ConfigError("--start", key, raw, "each key once")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not p.lo <= value <= p.hi:
+            raise ConfigError("--start", key, raw, f"a number within the --fit bounds {p.lo:g}..{p.hi:g}")
+        if p.integer and not float(value).is_integer():
+            raise ConfigError("--start", key, raw, "a whole number: the key takes integers")
+        out[key] = value
+    return out
 
 
 def _date(option: str | None) -> str:
@@ -127,9 +156,10 @@ def cmd_calibrate(args) -> int:
     for c in cases:
         problem.load(c)                      # every case loads with the overlays, before any run
     problem.free = free_params(problem, args.fits)
+    chosen = _starts(args.starts, problem.free)
     start = []
     for p in problem.free:
-        v = problem.current(p.key)
+        v = chosen[p.key] if p.key in chosen else problem.current(p.key)
         start.append(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
                      else (p.lo + p.hi) / 2)
     result = fit(problem.free, start, problem.evaluate, problem.tolerances,

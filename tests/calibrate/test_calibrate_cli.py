@@ -30,6 +30,18 @@ def test_recovers_a_known_value_within_one_percent(cli, synthetic_cases, tmp_pat
     assert "300" in res.out and "ep8-dispatch" in res.out and "wrote" in res.out
 
 
+def test_start_moves_where_the_fit_begins_and_is_recorded(cli, synthetic_cases, tmp_path, repo_root):
+    cases = synthetic_cases(**{URMA: 300})
+    out = tmp_path / "overlay.yaml"
+    res = cli("calibrate", repo_root / "topologies/atlas950-supernode.yaml", cases,
+              "--fit", f"{URMA}=200:400", "--start", f"{URMA}=220", "--no-profile", "-o", out,
+              "--jobs", "1", "--date", "2026-01-01")
+    assert res.code == 0, res.err
+    ov = load_overlay(out)
+    assert ov.record["start"][URMA] == 220
+    assert ov.values[URMA] == pytest.approx(300, rel=0.01)
+
+
 MISS = "topology.supernode.urma_context_miss_ns"
 BIG_CACHE = "topology.supernode.urma_context_cache_entries=64"
 

@@ -116,3 +116,29 @@ def test_an_overlay_key_the_run_does_not_have(calibrate, user_error, tmp_path):
 def test_a_missing_overlay_file(calibrate, user_error, tmp_path):
     user_error(calibrate("--fit", "topology.supernode.doorbell_ns=0:500", "--topology-overlay",
                          tmp_path / "none.yaml"), "--topology-overlay", "none.yaml", "an existing overlay file")
+
+
+@pytest.mark.parametrize("start, needles", [
+    ("topology.supernode.urma_payload_GBps", ("--start", "expected KEY=VALUE")),
+    ("topology.supernode.wqe_processing_ns=20", ("--start: topology.supernode.wqe_processing_ns = '20'",
+                                                 "a key fitted with --fit",
+                                                 "topology.supernode.urma_payload_GBps")),
+    ("topology.supernode.urma_payload_GBps=500", ("'500'", "within the --fit bounds 200..400")),
+    ("topology.supernode.urma_payload_GBps=fast", ("'fast'", "within the --fit bounds")),
+])
+def test_a_bad_start_names_the_key_and_the_bounds(calibrate, user_error, start, needles):
+    user_error(calibrate("--fit", "topology.supernode.urma_payload_GBps=200:400", "--start", start),
+               *needles, nothing_ran=True)
+
+
+def test_a_start_given_twice(calibrate, user_error):
+    user_error(calibrate("--fit", "topology.supernode.urma_payload_GBps=200:400",
+                         "--start", "topology.supernode.urma_payload_GBps=250",
+                         "--start", "topology.supernode.urma_payload_GBps=260"), "each key once",
+               nothing_ran=True)
+
+
+def test_a_fractional_start_for_an_integer_key(calibrate, user_error):
+    user_error(calibrate("--fit", "topology.supernode.urma_context_cache_entries=8:64",
+                         "--start", "topology.supernode.urma_context_cache_entries=9.5"),
+               "'9.5'", "a whole number", nothing_ran=True)
