@@ -134,9 +134,9 @@ def cmd_calibrate(args) -> int:
     from simnode.calibrate.cases import Problem, calibration_cases, free_params
     from simnode.calibrate.report import fit_record, format_fit
     from simnode.calibrate.solver import fit
-    from simnode.commands.run import check_output_path
+    from simnode.commands.run import check_output_path, overlays_of
     from simnode.commands.validate import cases_path, load_cases
-    from simnode.config.overlay import dump_overlay, load_overlay
+    from simnode.config.overlay import dump_overlay
     from simnode.config.overrides import parse_assignment
     from simnode.workloads.loader import check_overlays, with_named_overlays
 
@@ -148,7 +148,7 @@ def cmd_calibrate(args) -> int:
     for s in args.sets:
         parse_assignment(s)
     # a topology file that names overlays: its base is calibrated, its overlays beneath the fit
-    topology, overlays = with_named_overlays(args.topology, tuple(load_overlay(o) for o in args.overlays))
+    topology, overlays = with_named_overlays(args.topology, overlays_of(args))
     cases = calibration_cases(topology, load_cases(cases_path(args.cases)), args.only)
     check_overlays(overlays, topology)
     problem = Problem(topology, cases, sets=tuple(args.sets), user_sets=tuple(args.sets),

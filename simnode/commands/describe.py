@@ -159,8 +159,8 @@ def format_rows(rows: list[dict], with_comments: bool = False) -> str:
 
 
 def cmd_describe(args) -> int:
-    from simnode.config.overlay import load_overlay
-    overlays = tuple(load_overlay(o) for o in args.overlays)
+    from simnode.commands.run import overlays_of
+    overlays = overlays_of(args)
     rows = describe_rows(args.topology, args.workload, args.sets, overlays)
     if args.json:
         print(json.dumps({"topology": args.topology, "workload": args.workload, "sets": args.sets,

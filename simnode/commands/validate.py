@@ -61,8 +61,9 @@ def cmd_validate(args) -> int:
     import json
 
     from simnode.commands.baselines import select
-    from simnode.config.overlay import applying, load_overlay
-    overlays = [load_overlay(o) for o in args.overlays]
+    from simnode.commands.run import overlays_of
+    from simnode.config.overlay import applying
+    overlays = list(overlays_of(args))
     cases = select(load_cases(cases_path(args.cases)), args.only)
     for o in overlays:
         if not any(applying([o], _paths(c)[0]) for c in cases):
