@@ -30,7 +30,7 @@ from simnode.progress import Progress
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import ALWAYS, Field, Reference, WorkloadKind, register
 from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, kernel_bottleneck, link_series,
-                                        link_util, network_figures, with_num_ranks)
+                                        link_util, network_figures, rate_figures, with_num_ranks)
 
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
@@ -230,19 +230,16 @@ def _result(name, topology, plan, runs, util) -> Result:
     bottleneck = ""
     worst = -1.0
     for kind, pr in runs.items():
-        k, g = pr.kernel_ns, pr.GBps
+        k = pr.kernel_ns
         miss, stall = _what_if_stalls(topology.supernode, plan, kind)
         k_util, k_label = kernel_bottleneck(pr)
         if round(k_util, 9) > round(worst, 9):
             worst, bottleneck = k_util, f"{k_label} ({kind})"
         hbm_util = max(hbm_util, pr.resources["hbm"])
         kernels.append(KernelRecord(kind, float(k.mean()), pr.bound_ns, k_label, k_util, (
-            fig("GBps", float(g.mean()), "GB/s", "received tokens x logical bytes / kernel time, mean "
-                "over ranks (byte_convention)", headline=True),
-            fig("GBps_min", float(g.min()), "GB/s", "the slowest rank's GBps"),
-            fig("GBps_max", float(g.max()), "GB/s", "the fastest rank's GBps"),
-            fig("network_GBps", float(pr.network_GBps.mean()), "GB/s",
-                "GBps without the rank's own tokens (they never cross the network)", headline=True),
+            *rate_figures(pr, "received tokens x logical bytes / kernel time, mean over ranks "
+                          "(byte_convention)",
+                          "GBps without the rank's own tokens (they never cross the network)"),
             fig("logical_bytes_per_token", pr.logical_bytes_per_token, "B/token", "logical bytes of one record"),
             fig("recv_tokens_mean", float(pr.recv_tokens.mean()), "tokens", "records a rank receives, "
                 "its own included"),

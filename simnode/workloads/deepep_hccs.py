@@ -19,7 +19,7 @@ from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.deepep import _check_routing, build_routes
 from simnode.workloads.registry import Field, WorkloadKind, register
 from simnode.workloads.supernode import (kernel_bottleneck, link_series, link_util, network_figures,
-                                        with_num_ranks)
+                                        rate_figures, with_num_ranks)
 
 _COSTS = (
     Field("kernel_launch_ns", "number", doc="one kernel launch", min_value=0, origin=""),
@@ -114,18 +114,14 @@ def _result(name, topology, plan, runs, util, costs) -> Result:
     kernels, series = [], []
     hbm_util, bottleneck, worst = 0.0, "", -1.0
     for kind, pr in runs.items():
-        k, g = pr.kernel_ns, pr.GBps
+        k = pr.kernel_ns
         hbm_util = max(hbm_util, pr.resources["hbm"])
         k_util, k_label = kernel_bottleneck(pr)
         if round(k_util, 9) > round(worst, 9):
             worst, bottleneck = k_util, f"{k_label} ({kind})"
         kernels.append(KernelRecord(kind, float(k.mean()), pr.bound_ns, k_label, k_util, (
-            fig("GBps", float(g.mean()), "GB/s", "received rows x hidden x 2 / call time, mean over "
-                "ranks (byte_convention)", headline=True),
-            fig("GBps_min", float(g.min()), "GB/s", "the slowest rank's GBps"),
-            fig("GBps_max", float(g.max()), "GB/s", "the fastest rank's GBps"),
-            fig("network_GBps", float(pr.network_GBps.mean()), "GB/s",
-                "GBps without the rank's own rows", headline=True),
+            *rate_figures(pr, "received rows x hidden x 2 / call time, mean over ranks "
+                          "(byte_convention)", "GBps without the rank's own rows"),
             fig("recv_rows_mean", float(pr.recv_tokens.mean()), "rows", "rows a rank receives, its own "
                 "included"),
             fig("recv_remote_rows_mean", float(pr.recv_remote_tokens.mean()), "rows",

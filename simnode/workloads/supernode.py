@@ -117,6 +117,19 @@ def kernel_bottleneck(pr) -> tuple[float, str]:
     return k_util, k_label
 
 
+def rate_figures(pr, gbps_doc: str, network_doc: str) -> tuple:
+    """The figures every network kernel's record starts with: its GB/s per rank (mean, the
+    slowest, the fastest; ``gbps_doc`` says what is counted) and without the rank's own
+    records (``network_doc``)."""
+    g = pr.GBps
+    return (
+        fig("GBps", float(g.mean()), "GB/s", gbps_doc, headline=True),
+        fig("GBps_min", float(g.min()), "GB/s", "the slowest rank's GBps"),
+        fig("GBps_max", float(g.max()), "GB/s", "the fastest rank's GBps"),
+        fig("network_GBps", float(pr.network_GBps.mean()), "GB/s", network_doc, headline=True),
+    )
+
+
 def network_figures(pr, *what_ifs) -> tuple:
     """The figures every network kernel's record ends with: wire bytes, the first rank's
     phases, the hottest links, the chip resources, the kind's ``what_ifs`` figures, and the
