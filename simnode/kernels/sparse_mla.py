@@ -47,8 +47,15 @@ KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~
 # sparse-mla-decode-fp8-b64, marked there as calibration, not a check). S8 times each launch
 # after an 8 GB L2 flush, so every launch starts with cold caches; S2 names the instruction
 # side of it (a commented-out "VF warmup ... cache-miss-like behaviour when we call one VF
-# for the first time"). The case gives 10.43 us (with vf_alu = 64.4). 0 is the warm-cache
-# what-if.
+# for the first time"). The case gave 10.43 us with the former single-issue VF rate
+# (vf_alu 64.4, itself a fit). It is NOT re-fitted to the sourced VF model
+# (sparse_mla_vf, chip.VectorSpec.cycles), so that case now lands where that model puts it.
+# What was looked for and is not a derivation: the per-call VF start and drain (23 + 12
+# cycles, VfSimulator) are charged on every call, a cost per block, not per launch; the
+# first KV reads come from HBM in the model already (decode gathers bypass L2, S2); the
+# cold instruction caches (16 KB VECTOR, 8 KB SIMD VF, facts 1.2, S1) would explain a
+# per-launch cost, but no source gives the kernel's code size or the miss latency.
+# 0 is the warm-cache what-if.
 COLD_START_NS = 10400.0
 # S2 run(): decode allocates its KV in L2 only when a small cache is read again and again
 SMALL_CACHE_BYTES = 8 * 1024 * 1024     # S2 SMALL_CACHE_BYTES
