@@ -31,6 +31,7 @@ class L2Cache:
         self.misses = 0
         self.hit_bytes = 0
         self.miss_bytes = 0
+        self.evictions = 0          #: regions evicted so far
 
     def read(self, key, size_bytes: int, allocate: bool = True) -> bool:
         """Return True on a hit; on a miss allocate the region if asked."""
@@ -78,5 +79,6 @@ class L2Cache:
         while self.used_bytes + size_bytes > self.capacity_bytes:
             _, old = lru.popitem(last=False)
             self.used_bytes -= old
+            self.evictions += 1
         lru[key] = size_bytes
         self.used_bytes += size_bytes
