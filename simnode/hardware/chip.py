@@ -388,40 +388,40 @@ class ChipSim:
             while ptr < left and q[ptr] <= tk:
                 ptr += 1
             if left - ptr + k >= limit:
-                m = k
-                break
-        if m < 2:
-            return 1
-        lru = self.l2._lru
-        nreg = len(ops[i][1].regions)
-        for k in range(i, i + m):
-            ins = ops[k][1]
-            if len(ins.regions) != nreg:
-                m = k - i                   # the cap of a read depends on its regions
-                break
-            for key in ins.regions or (ins.gm_key,):
-                if key is None or key not in lru:
-                    return 1
-        return m if m > 1 else 1
+                return k if k > 1 else 1
+        return m
 
-    def _burst_start(self, ops, i, m, path, size, p) -> None:
-        """Look the ``m`` reads from ``ops[i]`` up in L2 (all hit, ``_burst_len``) and start
-        them as one transfer at the cap each of them would have."""
+    def _burst_start(self, ops, i, m, path, size, p) -> int:
+        """Start the ``m`` reads from ``ops[i]`` as one transfer at the cap each read would
+        have and return ``m``, if every region they read is in L2 (each read then hits);
+        else start nothing and return -(d + 1), d: the first read (from ``ops[i]``) with a
+        region not in L2. (Not the present reads before d alone: read d, a miss, would start at
+        the burst's end, which rounds differently from the read-by-read end, and which pipe
+        takes a miss can turn on that when two look at the same instant.)"""
+        nreg = len(ops[i][1].regions)
+        if nreg:
+            keys = []
+            for k in range(i, i + m):
+                regions = ops[k][1].regions
+                if len(regions) != nreg:
+                    return -(k - i + 1)     # the cap of a read depends on its regions
+                keys.extend(regions)
+            part = size / nreg
+        else:
+            keys = [ops[k][1].gm_key for k in range(i, i + m)]
+            part = size
         l2 = self.l2
-        for k in range(i, i + m):
-            ins = ops[k][1]
-            regions = ins.regions
-            if regions:
-                l2.read_many(regions, size / len(regions), ins.l2_hint == "normal")
-            else:
-                l2.read(ins.gm_key, size, ins.l2_hint == "normal")
+        n = l2.present(keys)
+        if n < len(keys):
+            return -(n // (nreg or 1) + 1)
+        l2.hit(keys, part)
         # the cap of an all-hit read as ``_gm_start`` computes it, so the burst is in the
         # same class as other pipes' single reads
-        nreg = len(regions)
         cap = path.bw * nreg / nreg if nreg else path.bw
         p.copy_end = -math.inf
         p.copy_parts = 1
         self.share.start_cb(size * m, self._res_hit, None, cap, self._copy_done, p)
+        return m
 
     # -- compiled pipe programs -----------------------------------------------------------
     def _compile(self, p: _Pipe, cache: dict, distinct: list) -> list:
@@ -525,6 +525,7 @@ class ChipSim:
         waits = p.waits
         wake = ready.append
         bursts = self.gm_bursts and on_mte2
+        no_burst = 0                                # no burst starts before this op
         while i < n:
             op = ops[i]
             kind = op[0]
@@ -582,10 +583,15 @@ class ChipSim:
                         self._resume_at(p)
                         yield                       # resumed when the clock reaches ``t``
                     m = self._burst_len(ops, i, n, path, size, t, inflight, limit) \
-                        if bursts and not path.write and tid is None else 1
+                        if bursts and i >= no_burst and not path.write and tid is None else 1
+                    if m > 1:
+                        m = self._burst_start(ops, i, m, path, size, p)
+                        if m < 0:
+                            # a read from here may miss: read by read up to it
+                            no_burst = i - m
+                            m = 1
                     if m > 1:
                         # m reads issued back to back, all hitting in L2: one transfer
-                        self._burst_start(ops, i, m, path, size, p)
                         yield                       # resumed by ``_copy_done``
                         start = t
                         end = p.copy_end
