@@ -378,7 +378,7 @@ class ChipSim:
                 break
             j += 1
         m = j - i
-        if m < 2:
+        if m < MIN_BURST:
             return 1
         # read k issues no earlier than t + k x stream and finds at most the older requests
         # still in flight then plus the k before it (facts 1.4, S1: the outstanding limit)
@@ -388,7 +388,7 @@ class ChipSim:
             while ptr < left and q[ptr] <= tk:
                 ptr += 1
             if left - ptr + k >= limit:
-                return k if k > 1 else 1
+                return k if k >= MIN_BURST else 1
         return m
 
     def _burst_start(self, ops, i, m, path, size, p) -> int:
@@ -583,7 +583,9 @@ class ChipSim:
                         self._resume_at(p)
                         yield                       # resumed when the clock reaches ``t``
                     m = self._burst_len(ops, i, n, path, size, t, inflight, limit) \
-                        if bursts and i >= no_burst and not path.write and tid is None else 1
+                        if bursts and i >= no_burst and tid is None and not path.write \
+                        and i + 4 <= n and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0] \
+                        else 1
                     if m > 1:
                         m = self._burst_start(ops, i, m, path, size, p)
                         if m < 0:
@@ -684,6 +686,10 @@ class ChipSim:
 
 
 _TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
+#: shorter runs of reads go read by read: a GEMM's only runs are its A, B pairs, which never
+#: all hit (B is a first touch of the core), and trying them cost it ~8% of its run time
+#: (``_run`` tests the next three ops for copies before it asks ``_burst_len``)
+MIN_BURST = 4
 _NORMAL = simpy.events.NORMAL
 
 

@@ -106,10 +106,10 @@ def test_a_run_with_a_miss_goes_read_by_read(chip):
 
 
 def test_bursts_in_a_thrashing_l2_stay_within_a_tenth_of_a_percent(chip_mapping):
-    # an L2 of 1 MiB under 2 MiB of KV rows (and the items' Q and O): it evicts all along, so
+    # an L2 of 2 MiB under 2 MiB of KV rows and the items' Q and O: it evicts all along, so
     # whether a region is still there when a read of a burst would look it up (a few hundred
     # ns after the burst looked) and the LRU order can differ; the time may not move by 0.1%
-    chip_mapping["chip"]["memory"]["l2_capacity_MiB"] = 1
+    chip_mapping["chip"]["memory"]["l2_capacity_MiB"] = 2
     small = chip_from_mapping(chip_mapping["chip"], "test")
     p = SparseMlaParams(n_q=128, kv_len=2048, topk=256)
     runs = []
