@@ -587,11 +587,14 @@ class ChipSim:
                         and i + 4 <= n and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0] \
                         else 1
                     if m > 1:
-                        m = self._burst_start(ops, i, m, path, size, p)
-                        if m < 0:
-                            # a read from here may miss: read by read up to it
-                            no_burst = i - m
-                            m = 1
+                        got = self._burst_start(ops, i, m, path, size, p)
+                        if got < 0:
+                            # read i - got - 1 may miss: read by read up to it; the whole run
+                            # if the first may (a cold or not-allocated run: the rest would
+                            # mostly miss too)
+                            no_burst = i + m if got == -1 else i - got
+                            got = 1
+                        m = got
                     if m > 1:
                         # m reads issued back to back, all hitting in L2: one transfer
                         yield                       # resumed by ``_copy_done``
