@@ -20,6 +20,8 @@ Timing rules (facts 3.6):
   / fp4_decode_B_per_cycle).
 - a multi-region copy (``Copy.regions``) is one request: each region hits or misses in
   L2 on its own, and its hit and miss bytes stream concurrently within the path rate.
+- a run of an MTE2 pipe's reads issued back to back that all hit in L2 (a KV gather) streams
+  as one transfer of their bytes (``gm_bursts``; see ``_burst_len``).
 - set_flag / cross-core set: fires when every earlier instruction of the pipe has
   completed (facts 3.2); the pipe keeps issuing meanwhile, as a pipe's initiation
   interval and its latency are separate (facts 3.6, S8: latency and II per pipe).
@@ -524,7 +526,9 @@ class ChipSim:
         limit = p.limit
         waits = p.waits
         wake = ready.append
-        bursts = self.gm_bursts and on_mte2
+        # a traced run goes read by read: its trace (the bandwidth counters' order among the
+        # spans included) stays that of the detailed form, even for pipes out of its scope
+        bursts = self.gm_bursts and on_mte2 and not tracer.enabled
         no_burst = 0                                # no burst starts before this op
         while i < n:
             op = ops[i]
@@ -583,7 +587,7 @@ class ChipSim:
                         self._resume_at(p)
                         yield                       # resumed when the clock reaches ``t``
                     m = self._burst_len(ops, i, n, path, size, t, inflight, limit) \
-                        if bursts and i >= no_burst and tid is None and not path.write \
+                        if bursts and i >= no_burst and not path.write \
                         and i + 4 <= n and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0] \
                         else 1
                     if m > 1:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from simnode.config.chip import chip_from_mapping
+from simnode.engine.trace import Tracer
 from simnode.hardware.chip import ChipSim
 from simnode.instr import isa
 from simnode.instr.schedule import CoreProgram, KernelSchedule
@@ -139,3 +140,12 @@ def test_a_full_queue_ends_the_burst(chip_no_ii):
     _agree(a, b)
     assert b.pipe_stats[(0, "aiv0", "mte2")].queue_full_ns > 0
     assert nb < na
+
+
+def test_a_traced_run_goes_read_by_read(chip, tmp_path):
+    # a trace, even of one core's threads, is that of the detailed form: no bursts at all
+    tracer = Tracer(tmp_path / "t.json", ["core00.aic.*"])
+    sim = ChipSim(chip, tracer=tracer)
+    sim.run(_warm_then([_reads(16), _reads(16, key0=100)]))
+    tracer.close()
+    assert sim.share.transfers_started == 64
