@@ -609,7 +609,8 @@ class ChipSim:
                         p.stall += span - m * stream
                         busy += m * stream
                         # the m reads' completions, their ends spread evenly over the
-                        # burst (the rate is one from start to end unless shared)
+                        # burst (exact while its rate stays constant; the MTE2 queue and
+                        # nothing else reads them)
                         base = path.base
                         for x in range(1, m + 1):
                             push(start + span * x / m + base)
