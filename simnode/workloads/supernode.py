@@ -92,8 +92,10 @@ def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
     merged = np.add.reduceat(frac, starts, axis=0) / np.diff(np.append(starts, frac.shape[0]))[:, None]
     out_edges = [float(e) for e in edges[starts]] + [float(edges[-1])]
 
+    cols = merged.T.tolist()                # Python floats, one list per resource, at once
+
     def series(r):
-        return [round(float(x), 4) for x in merged[:, r]]
+        return [round(x, 4) for x in cols[r]]
 
     names = net.share.names
     ports = set(net.ports.tolist())
