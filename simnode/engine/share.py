@@ -854,7 +854,7 @@ class Share:
         """After a solve: may the share run uncontended (exact mode, interpreted, no groups,
         every active class at its cap)?"""
         if self.compiled or self.batch_window_ns != 0.0 or self._live_groups or self._bulk \
-                or self._ghosts or self._pending_groups or self._group_batch:
+                or self._ghosts or self._solo_ghosts or self._pending_groups or self._group_batch:
             return False
         act = self._active()
         if not len(act):
@@ -1112,29 +1112,34 @@ class Share:
             if solo.size:
                 end = max(end, self._commit_solo(solo, now, exact))
         else:
-            multi = []
-            done: dict = {}                             # group -> ([member], [served_ns])
-            for i in range(k):
-                c = out[i]
-                g = self._sg[c]
-                if g >= 0:
-                    v, r, tag = self._V[c], self._crate[c], self._top[c]
-                    served = now + (0.0 if exact else (max(tag - v, 0.0) / r if r > 0 else 0.0))
-                    self._ghosts.append((c, tag, served, tuple(self._w[c])))
-                    self._top[c] = INF
-                    ks, ts = done.setdefault(g, ([], []))
-                    ks.append(self._sk[c])
-                    ts.append(served)
-                    if served > end:
-                        end = served
+            sg = self._sg
+            due = out[:k]
+            solo = [c for c in due if sg[c] >= 0]
+            multi = [c for c in due if sg[c] < 0] if len(solo) < k else []
+            if solo:
+                # group members in solo classes, at once as arrays (as ``_commit_solo``): each
+                # served at its own time, groups told in ascending order, members in class order
+                top = self._top
+                ids = np.array(solo, dtype=np.int64)
+                tags = np.array([top[c] for c in solo])
+                if exact:
+                    served = np.full(ids.shape, now)
                 else:
-                    multi.append(c)
-            if done:
-                order = sorted(done)
-                self._groups_done(np.repeat(np.array(order, dtype=np.int64),
-                                            [len(done[g][0]) for g in order]),
-                                  np.array([k for g in order for k in done[g][0]], dtype=np.int64),
-                                  np.array([t for g in order for t in done[g][1]]))
+                    V, cr = self._V, self._crate
+                    v = np.array([V[c] for c in solo])
+                    r = np.array([cr[c] for c in solo])
+                    served = now + np.where(r > 0, np.maximum(tags - v, 0.0)
+                                            / np.where(r > 0, r, 1.0), 0.0)
+                # released before any keyed class's members (their order in the unit counters)
+                self._solo_ghosts.append((ids, tags, served))
+                for c in solo:
+                    top[c] = INF
+                gids = np.array([sg[c] for c in solo], dtype=np.int64)
+                sk = self._sk
+                order = np.argsort(gids, kind="stable")
+                self._groups_done(gids[order], np.array([sk[c] for c in solo], dtype=np.int64)[order],
+                                  served[order])
+                end = max(end, float(served.max()))
         for c in multi:
             heap, v, r = self._heaps[c], self._V[c], self._crate[c]
             lim = v + r * window + EPS_UNITS + EPS_REL * v
@@ -1297,6 +1302,9 @@ class Share:
             if self._act_arr is not None and freed.size:   # classes only left
                 self._act_arr = np.delete(self._act_arr, np.searchsorted(self._act_arr, freed))
             return
+        freed_solo, spans = [], None
+        if solos:                                       # solo classes of groups (``_commit_group``)
+            freed_solo, spans = self._release_solos(solos)
         if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
             ghosts = [e for g in ghosts for e in (
                 zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
@@ -1307,17 +1315,22 @@ class Share:
         over = [0.0] * len(cs)
         self._k["_release"](cs, tags, mws, self._V, self._links, self._w, self._bytes, self._n,
                             over)
-        if self.series is not None and any(o > 0.0 for o in over):
-            m = [i for i, o in enumerate(over) if o > 0.0]
-            width = max(len(self._links[cs[i]]) for i in m)
-            rows = np.array([tuple(self._links[cs[i]]) + (-1,) * (width - len(self._links[cs[i]]))
-                             for i in m], dtype=np.int64)
-            w = np.array([tuple(mws[i]) + (0.0,) * (width - len(mws[i])) for i in m])
-            self.series.add_spans(np.array([ghosts[i][2] for i in m]), now, rows,
-                                  -(w * np.array([over[i] for i in m])[:, None]))
+        if self.series is not None and (spans or any(o > 0.0 for o in over)):
+            # one call for all (the solo members first, as they were served first)
+            t0, links, ws, overs = spans or ([], [], [], [])
+            for i, o in enumerate(over):
+                if o > 0.0:
+                    t0.append(ghosts[i][2])
+                    links.append(self._links[cs[i]])
+                    ws.append(mws[i])
+                    overs.append(o)
+            width = max(len(x) for x in links)
+            rows = np.array([tuple(x) + (-1,) * (width - len(x)) for x in links], dtype=np.int64)
+            w = np.array([tuple(x) + (0.0,) * (width - len(x)) for x in ws])
+            self.series.add_spans(np.array(t0), now, rows, -(w * np.array(overs)[:, None]))
         if any(self._n[c] > 0 for c in cs):
             self._layout += 1
-        freed = sorted({c for c in cs if self._n[c] == 0})
+        freed = {c for c in cs if self._n[c] == 0}
         for c in freed:
             self._bulk.pop(c, None)
             if self._cls_key[c] is not None:
@@ -1326,9 +1339,49 @@ class Share:
             self._top[c] = INF
             self._crate[c] = 0.0
             self._sg[c] = -1
-            self._act.discard(c)
-        self._free.extend(reversed(freed))
+        self._act.difference_update(freed)
+        if freed_solo:                                  # no key, no bulk; tags already inf
+            crate, sg = self._crate, self._sg
+            for c in freed_solo:
+                crate[c] = 0.0
+                sg[c] = -1
+            self._act.difference_update(freed_solo)
+            freed.update(freed_solo)
+        self._free.extend(sorted(freed, reverse=True))
         self._act_arr = None
+
+    def _release_solos(self, solos: list):
+        """Interpreted mode: release the members of solo classes ``solos`` ((classes, tags,
+        served_ns) arrays, in the order they were served), as ``_release`` would one by one:
+        a member's weights are its class's row (unchanged since it was served); only members
+        credited past their finish change the unit counters (in member order); each class
+        empties (its row is rebuilt when it is reused). Returns the classes and, for the
+        series, the past-credited members' (served_ns, rows, weights, units over) lists (None
+        if none or no series)."""
+        ids = np.concatenate([p[0] for p in solos]) if len(solos) > 1 else solos[0][0]
+        tags = np.concatenate([p[1] for p in solos]) if len(solos) > 1 else solos[0][1]
+        served = np.concatenate([p[2] for p in solos]) if len(solos) > 1 else solos[0][2]
+        cs = ids.tolist()
+        V, links, w, n = self._V, self._links, self._w, self._n
+        over = (np.array([V[c] for c in cs]) - tags).tolist()
+        past = [i for i, o in enumerate(over) if o > 0.0]
+        spans = None
+        if past:
+            res_bytes = self._bytes
+            for i in past:
+                o = over[i]
+                row, wr = links[cs[i]], w[cs[i]]
+                for j in range(len(row)):
+                    r = row[j]
+                    if r < 0:
+                        break
+                    res_bytes[r] -= wr[j] * o
+            if self.series is not None:
+                spans = ([float(served[i]) for i in past], [links[cs[i]] for i in past],
+                         [tuple(w[cs[i]]) for i in past], [over[i] for i in past])
+        for c in cs:
+            n[c] -= 1
+        return cs, spans
 
     def _solve(self) -> None:
         self.recomputes += 1
