@@ -593,7 +593,8 @@ class Share:
             self._leave_fast()                  # groups go through the classes
         sizes = np.asarray(sizes, dtype=float)
         n = sizes.shape[0]
-        lat = np.broadcast_to(np.asarray(latency_ns, dtype=float), (n,)).copy()
+        lat = np.asarray(latency_ns, dtype=float)
+        lat = lat.copy() if lat.shape == (n,) else np.broadcast_to(lat, (n,)).copy()
         group = Group(self.env, lat, tag)
         self.transfers_started += n
         if n == 0:
@@ -601,29 +602,33 @@ class Share:
             return group
         rows = np.asarray(rows, dtype=np.int64).reshape(n, -1)
         weights = np.asarray(weights, dtype=float).reshape(n, -1)
-        caps = np.broadcast_to(np.asarray(caps, dtype=float), (n,))
+        caps = np.asarray(caps, dtype=float)
+        if caps.shape != (n,):
+            caps = np.broadcast_to(caps, (n,))
         # a resource with weight 0 is not used: drop it, keeping the order of the others
         valid = (rows >= 0) & (weights > 0)
+        used = valid.sum(axis=1)                # resources each member uses
+        width = max(int(used.max()), 1)
         if (valid[:, 1:] <= valid[:, :-1]).all():
-            # every row's used resources lead already (the usual case): the stable sort below
-            # would keep them where they are
-            keep = valid
-            rows = np.where(keep, rows, -1)
-            weights = np.where(keep, weights, 0.0)
+            # every row's used resources lead already (the usual case)
+            rows = np.where(valid, rows, -1)[:, :width]
+            weights = np.where(valid, weights, 0.0)[:, :width]
         else:
-            order = np.argsort(~valid, axis=1, kind="stable")
-            keep = np.take_along_axis(valid, order, axis=1)
-            rows = np.where(keep, np.take_along_axis(rows, order, axis=1), -1)
-            weights = np.where(keep, np.take_along_axis(weights, order, axis=1), 0.0)
-        width = int(keep.sum(axis=1).max())
-        rows, weights = rows[:, :max(width, 1)], weights[:, :max(width, 1)]
-        if rows.size and rows.max() >= len(self.names):
+            # the used ones moved to the front of their rows, in their order
+            i, j = np.nonzero(valid)
+            at = np.cumsum(valid, axis=1)[i, j] - 1
+            packed = np.full((n, width), -1, dtype=np.int64)
+            packed[i, at] = rows[i, j]
+            w = np.zeros((n, width))
+            w[i, at] = weights[i, j]
+            rows, weights = packed, w
+        if rows.max() >= len(self.names):
             raise ValueError(f"unknown resource id in rows (max {rows.max()})")
         if (sizes < 0).any() or not (caps > 0).all():
             raise ValueError("sizes must be >= 0 and caps > 0")
         gid = self._add_group(group)
         # nothing to serve: done at once (a cap alone serves it at that rate)
-        idle = (sizes == 0) | (~keep[:, 0] & np.isinf(caps))
+        idle = (sizes == 0) | ((used == 0) & np.isinf(caps))
         if idle.any():
             ks = np.flatnonzero(idle)
             served = self.env.now + np.where(np.isinf(caps[ks]), 0.0, sizes[ks] / caps[ks])
@@ -635,7 +640,7 @@ class Share:
                 # members with the same resources and cap: one shared class per key (``_class``),
                 # placed in order with the other pending starts
                 self._pending.append((None, (group, gid, live, sizes[live], key, weights[live],
-                                             keep.sum(axis=1)[live]), None, None))
+                                             used[live]), None, None))
             else:
                 self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
                                              np.array(caps[live])))
