@@ -60,7 +60,6 @@ def register(subparsers) -> None:
 
 def cmd_run(args) -> int:
     from simnode.commands.executor import execute
-    from simnode.commands.outdir import check_out_dir, write_run
     from simnode.errors import ConfigError
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
@@ -73,6 +72,7 @@ def cmd_run(args) -> int:
     if args.trace is not None:
         check_output_path(args.trace, "--trace")
     if args.out is not None:
+        from simnode.commands.outdir import check_out_dir   # (only for --out)
         check_out_dir(args.out, "run")
     note = inputs.cost_note()
     if note:
@@ -97,6 +97,7 @@ def cmd_run(args) -> int:
         from simnode.instr.isa import PIPE_NAMES        # the table's pipe columns (not for --json)
         print(format_table(result, PIPE_NAMES))
     if args.out is not None:
+        from simnode.commands.outdir import write_run
         write_run(args.out, result, inputs)
     if args.trace is not None:
         _warn_if_heavy(args.trace)
