@@ -103,9 +103,15 @@ def _has_repeats(key: np.ndarray) -> bool:
     if n < 2:
         return False
     if width <= _HASH.shape[0]:
-        h = np.sort((key * _HASH[:width]).sum(axis=1))      # wraps around: a hash
-        if not (h[1:] == h[:-1]).any():
+        h = (key * _HASH[:width]).sum(axis=1)               # wraps around: a hash
+        order = np.argsort(h)
+        hs = h[order]
+        meet = np.flatnonzero(hs[1:] == hs[:-1])
+        if not meet.size:
             return False
+        if (key[order[meet]] == key[order[meet + 1]]).all(axis=1).any():
+            return True                                     # two rows are equal
+        # (only rows that differ met: rare; decided exactly below)
     return np.unique(key, axis=0).shape[0] < n
 
 

@@ -458,3 +458,21 @@ def test_solo_group_members_release_alike_interpreted_and_compiled(seed, window)
     assert a[0] == b[0]
     assert a[1] == pytest.approx(b[1], rel=1e-12)
     np.testing.assert_allclose(a[2], b[2], rtol=1e-12, atol=1e-9)
+
+
+def test_has_repeats_is_exact_even_when_hashes_meet():
+    """``_has_repeats`` answers as ``np.unique`` does: for random rows, and for rows made to
+    meet in the hash while they differ (with and without a real repeat among them)."""
+    from simnode.engine.share import _HASH, _has_repeats
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n, width = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+        key = rng.integers(-1, 6, (n, width)).astype(np.int64)
+        assert _has_repeats(key) == (np.unique(key, axis=0).shape[0] < n)
+    m0, m1 = int(_HASH[0]), int(_HASH[1])
+    a = np.array([[5, 7]], dtype=np.int64)
+    twin = np.array([[5 + m1, 7 - m0]], dtype=np.int64)   # same hash (mod 2^64), another row
+    assert ((a * _HASH[:2]).sum(axis=1) == (twin * _HASH[:2]).sum(axis=1)).all()
+    assert not _has_repeats(np.vstack([a, twin]))
+    assert _has_repeats(np.vstack([a, twin, a]))
+    assert _has_repeats(np.vstack([twin, a, np.array([[1, 2]]), twin]))
