@@ -303,7 +303,8 @@ class DeepEPSim:
         env, plan = self.env, self.plan
         R, A = self.spec.num_ranks, plan.params.num_aiv
         sz = plan.sizes
-        peers = [d for d in range(R) if d != r and plan.pair_tokens[r, d] > 0]
+        row = plan.pair_tokens[r].tolist()         # (Python ints: no numpy scalar per peer)
+        peers = [d for d in range(R) if d != r and row[d] > 0]
         if self.send_order == "jetty_fifo":
             # each AIV's Jetty sends its peers' SQEs in order, peers from r + AIV + 1 on as
             # combine visits them (facts 4.3; dispatch's SQ order is not described)
@@ -370,7 +371,8 @@ class DeepEPSim:
         R = self.spec.num_ranks
         sz = plan.sizes
         work = []
-        returns = {r: int(plan.pair_tokens[r, d]) for r in range(R) if r != d}
+        col = plan.pair_tokens[:, d].tolist()      # (Python ints: no numpy scalar per peer)
+        returns = {r: col[r] for r in range(R) if r != d}
         peers = [r for r, n in returns.items() if n > 0]  # self rows: reduced into the recv buffer
         if self.send_order == "jetty_fifo":
             # each AIV's Jetty: one task of <= 8 tokens per peer in turn, peers round-robin
