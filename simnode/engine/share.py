@@ -462,6 +462,7 @@ class Share:
         self._k = {f.__name__: f for f in _KERNELS}
         self._solve_fn = maxmin._rates
         self._scratch = None
+        self._due_scratch = None
         self._one = None
         #: changes whenever a live class is added or changes its row, weights or ``sw``, or a
         #: resource's skip flag changes: the solver's index is reused while it stays (classes
@@ -1595,4 +1596,12 @@ class Share:
         return self._one
 
     def _due_buf(self, n: int):
-        return np.zeros(n, dtype=np.int64) if self.compiled else [0] * n
+        """Room for ``n`` class ids (``_due`` writes the first k it returns; the rest is never
+        read). Compiled: one buffer kept and grown, not a fresh [active classes] array per
+        wake (a large run's ~1 M classes: 8 MB zeroed at every completion)."""
+        if not self.compiled:
+            return [0] * n
+        buf = self._due_scratch
+        if buf is None or buf.shape[0] < n:
+            buf = self._due_scratch = np.empty(max(n, 1024), dtype=np.int64)
+        return buf
