@@ -642,7 +642,7 @@ class Share:
             w = np.zeros((n, width))
             w[i, at] = weights[i, j]
             rows, weights = packed, w
-        if rows.max() >= len(self.names):
+        if rows.size and rows.max() >= len(self.names):
             raise ValueError(f"unknown resource id in rows (max {rows.max()})")
         if (sizes < 0).any() or not (caps > 0).all():
             raise ValueError("sizes must be >= 0 and caps > 0")

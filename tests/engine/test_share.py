@@ -476,3 +476,14 @@ def test_has_repeats_is_exact_even_when_hashes_meet():
     assert not _has_repeats(np.vstack([a, twin]))
     assert _has_repeats(np.vstack([a, twin, a]))
     assert _has_repeats(np.vstack([twin, a, np.array([[1, 2]]), twin]))
+
+
+def test_group_of_members_without_resources_is_served_at_its_caps():
+    """Rows with no resource at all (zero columns): each member is served at size / cap."""
+    env = simpy.Environment()
+    share = Share(env)
+    share.add_resource("a", 10.0)
+    g = share.start_group([10.0, 20.0], np.zeros((2, 0), dtype=np.int64), np.zeros((2, 0)),
+                          [5.0, 4.0], 0.0)
+    env.run()
+    assert g.served_ns.tolist() == [2.0, 5.0]
