@@ -60,9 +60,7 @@ def register(subparsers) -> None:
 
 def cmd_run(args) -> int:
     from simnode.commands.executor import execute
-    from simnode.commands.outdir import check_out_dir, write_run
     from simnode.errors import ConfigError
-    from simnode.instr.isa import PIPE_NAMES
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import ALWAYS, RunOptions
@@ -74,6 +72,7 @@ def cmd_run(args) -> int:
     if args.trace is not None:
         check_output_path(args.trace, "--trace")
     if args.out is not None:
+        from simnode.commands.outdir import check_out_dir   # (only for --out)
         check_out_dir(args.out, "run")
     note = inputs.cost_note()
     if note:
@@ -92,8 +91,13 @@ def cmd_run(args) -> int:
                           f"a pattern matching a thread of this run (threads are named like core00.aic.mte2, "
                           f"core03.aiv1.v, rank000.deepep or a link rank0->leaf0); none matched, so "
                           f"{args.trace} would hold no spans and was removed")
-    print(to_json(result) if args.json else format_table(result, PIPE_NAMES))   # series: --out only
+    if args.json:
+        print(to_json(result))                          # series: --out only
+    else:
+        from simnode.instr.isa import PIPE_NAMES        # the table's pipe columns (not for --json)
+        print(format_table(result, PIPE_NAMES))
     if args.out is not None:
+        from simnode.commands.outdir import write_run
         write_run(args.out, result, inputs)
     if args.trace is not None:
         _warn_if_heavy(args.trace)
