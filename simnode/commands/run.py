@@ -42,6 +42,7 @@ def overlays_of(args) -> tuple:
 
 
 def register(subparsers) -> None:
+    from simnode.commands import jobs_count
     run = subparsers.add_parser("run", help="run one workload and print its result")
     add_inputs(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
@@ -53,9 +54,13 @@ def register(subparsers) -> None:
                      help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
     run.add_argument("--seed", type=int, default=None,
                      help="random seed: the same as --set seed=N, for kinds with a seed field")
+    run.add_argument("--jobs", type=jobs_count, default=0,
+                     help="processes for the run's independent parts, e.g. DeepEP's dispatch and "
+                          "combine (0 = one per core, at most 2; 1 = one process)")
     run.add_argument("--progress", action="store_true",
                      help="draw the progress line on stderr even when it is not a terminal")
-    run.set_defaults(func=cmd_run)
+    # every file the run writes is closed when cmd_run returns: the process may end at once
+    run.set_defaults(func=cmd_run, fast_exit=True)
 
 
 def cmd_run(args) -> int:
@@ -77,7 +82,8 @@ def cmd_run(args) -> int:
     note = inputs.cost_note()
     if note:
         print(f"simnode: note: {note}", file=sys.stderr)
-    opts = RunOptions(args.trace, args.trace_scope, progress=ALWAYS if args.progress else True)
+    opts = RunOptions(args.trace, args.trace_scope, progress=ALWAYS if args.progress else True,
+                      jobs=args.jobs or min(2, len(os.sched_getaffinity(0))))
     try:
         result = execute([inputs], jobs=1, progress=False, options=opts)[0]
     except KeyboardInterrupt:

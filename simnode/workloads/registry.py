@@ -105,6 +105,9 @@ class RunOptions:
     #: a progress line on stderr for long runs: False = none, True = on a terminal only,
     #: "always" = also when stderr is not a terminal (``--progress``)
     progress: bool | str = False
+    #: processes the run may use for its independent parts (DeepEP's dispatch and combine are
+    #: two separate simulations); 1 = all in this process. ``simnode run`` passes its --jobs
+    jobs: int = 1
 
 
 _KINDS: dict[str, WorkloadKind] = {}
