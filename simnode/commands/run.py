@@ -79,11 +79,12 @@ def cmd_run(args) -> int:
     if args.out is not None:
         from simnode.commands.outdir import check_out_dir   # (only for --out)
         check_out_dir(args.out, "run")
-    note = inputs.cost_note()
+    jobs = args.jobs or min(2, len(os.sched_getaffinity(0)))
+    note = inputs.cost_note(jobs)
     if note:
         print(f"simnode: note: {note}", file=sys.stderr)
     opts = RunOptions(args.trace, args.trace_scope, progress=ALWAYS if args.progress else True,
-                      jobs=args.jobs or min(2, len(os.sched_getaffinity(0))))
+                      jobs=jobs)
     try:
         result = execute([inputs], jobs=1, progress=False, options=opts)[0]
     except KeyboardInterrupt:

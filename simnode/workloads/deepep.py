@@ -141,6 +141,15 @@ def cost(topology, params: dict) -> float:
 REFERENCE = Reference("DeepEP at EP8 (16384 tokens per rank)", 1.1)
 
 
+def wall_share(topology, params: dict) -> float:
+    """The share of ``cost`` left on the wall clock when combine runs beside dispatch (EP64 to
+    EP1024, ``simnode run --jobs``): measured 61.9 s of 88.5 at EP1024 and 2.20 of 2.9 s at
+    EP128 (benchmarks/README.md, end of round 3), so 0.7; an estimate for the note."""
+    ranks = params["num_ranks"] or topology.supernode.num_ranks
+    both = params["phase"] == "both"
+    return 0.7 if both and PARALLEL_FROM_RANKS <= ranks <= PARALLEL_UP_TO_RANKS else 1.0
+
+
 def _check_routing(params, num_ranks: int, source: str) -> None:
     """The routing arguments, checked before any work with the workload named in errors:
     the routing functions name no file, so their errors are re-raised under ``source``."""
@@ -313,4 +322,5 @@ def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
 
 KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
                              needs_supernode=True, check=_topology_for, records=(DeepEPCosts,),
-                             cost=cost, reference=REFERENCE))
+                             cost=cost, reference=REFERENCE,
+                             wall_share=wall_share))
