@@ -60,7 +60,7 @@ def _exit_now(rc: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:             # the reader went away: as main's handler, not an error
-        rc = rc or 0
+        pass
     os._exit(rc)
 
 

@@ -79,7 +79,7 @@ def cmd_run(args) -> int:
     if args.out is not None:
         from simnode.commands.outdir import check_out_dir   # (only for --out)
         check_out_dir(args.out, "run")
-    jobs = args.jobs or min(2, len(os.sched_getaffinity(0)))
+    jobs = args.jobs or min(2, os.cpu_count() or 1)       # 0 = one per core, as executor's
     note = inputs.cost_note(jobs)
     if note:
         print(f"simnode: note: {note}", file=sys.stderr)

@@ -44,9 +44,15 @@ PARALLEL_FROM_RANKS = 64
 PARALLEL_UP_TO_RANKS = 1024
 
 
+def two_processes(ranks: int, phase: str) -> bool:
+    """Whether a run of this size and phase may simulate combine beside dispatch."""
+    return phase == "both" and PARALLEL_FROM_RANKS <= ranks <= PARALLEL_UP_TO_RANKS
+
+
 def warm_compiled() -> None:
-    """Load the engine's compiled loops in this process (numba's cache: ~1 s), so that a
-    forked child has them too instead of loading them a second time."""
+    """Import numba and make the engine's compiled dispatchers in this process (~0.2 s at
+    EP128), so that a forked child inherits them; each process still loads the cached machine
+    code of the signatures it calls at its first call."""
     import simpy
     from simnode.engine.share import Share
     Share(simpy.Environment()).compile_now()
@@ -146,8 +152,7 @@ def wall_share(topology, params: dict) -> float:
     EP1024, ``simnode run --jobs``): measured 61.9 s of 88.5 at EP1024 and 2.20 of 2.9 s at
     EP128 (benchmarks/README.md, end of round 3), so 0.7; an estimate for the note."""
     ranks = params["num_ranks"] or topology.supernode.num_ranks
-    both = params["phase"] == "both"
-    return 0.7 if both and PARALLEL_FROM_RANKS <= ranks <= PARALLEL_UP_TO_RANKS else 1.0
+    return 0.7 if two_processes(ranks, params["phase"]) else 1.0
 
 
 def _check_routing(params, num_ranks: int, source: str) -> None:
@@ -223,12 +228,11 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
 
     results = {}
     try:
-        if len(phases) == 2 and jobs >= 2 and tracer is None \
-                and PARALLEL_FROM_RANKS <= R <= PARALLEL_UP_TO_RANKS and can_fork():
+        if jobs >= 2 and tracer is None and two_processes(R, params["phase"]) and can_fork():
             # dispatch and combine are two separate simulations of the same plan (each its own
             # clock and network): combine runs in a forked process beside dispatch, and the
-            # result is the one the sequential loop gives (test_deepep_workload). The compiled
-            # loops load once, before the fork; only combine draws a progress line.
+            # result is the one the sequential loop gives (test_deepep_parallel). numba is
+            # imported once, before the fork; only combine draws a progress line.
             if R >= COMPILED_FROM_RANKS:
                 warm_compiled()
             combine = in_child(lambda: phase("combine"))
