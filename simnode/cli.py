@@ -52,12 +52,27 @@ _FILE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPE
                 errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EIO}
 
 
+def _exit_now(rc: int) -> None:
+    """End this process now, its output flushed: a command that closed every file it wrote
+    (``simnode run``) skips the interpreter's teardown, which frees a large run's millions of
+    objects one by one and unloads numba's compiler (~0.35 s of an EP128 DeepEP run's 2.7 s)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:             # the reader went away: as main's handler, not an error
+        pass
+    os._exit(rc)
+
+
 def main(argv: list[str] | None = None) -> int:
     from simnode.commands.signals import Terminated, sigterm_as_interrupt
     try:
         with sigterm_as_interrupt():
             args = build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
-            return args.func(args)
+            rc = args.func(args)
+        if argv is None and getattr(args, "fast_exit", False):
+            _exit_now(rc)
+        return rc
     except Terminated:
         print("simnode: terminated", file=sys.stderr)
         return EXIT_TERMINATED

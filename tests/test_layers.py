@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "simnode"
 
 #: bottom up; the first matching prefix (longest first) names a module's layer
 LAYERS = (
-    ("base", ("simnode", "simnode.units", "simnode.errors", "simnode.progress")),
+    ("base", ("simnode", "simnode.units", "simnode.errors", "simnode.progress", "simnode.forked")),
     ("config", ("simnode.config",)),                         # parameter declarations, specs, files
     ("engine, instructions", ("simnode.engine", "simnode.instr")),   # instr: records, schedules
     ("hardware, network", ("simnode.hardware", "simnode.network")),

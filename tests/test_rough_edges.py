@@ -195,6 +195,20 @@ def test_a_run_far_above_its_kinds_reference_is_announced(repo_root, topology_pa
     assert load_inputs(topology_path, repo_root / "workloads" / "gemm-bf16-4096x7168x16384.yaml").cost_note() is None
 
 
+def test_a_deepep_note_expects_the_two_process_wall_time(repo_root):
+    spec = load_inputs(repo_root / "topologies" / "atlas950-supernode.yaml",
+                       repo_root / "workloads" / "deepep-normal.yaml",
+                       ["num_ranks=1024", "num_experts=1024"])
+    one, two = spec.cost_note(1), spec.cost_note(2)
+    assert "expect ~96 s;" in one and "two processes" not in one
+    assert "expect ~67 s in two processes;" in two      # 0.7 of the one-core estimate
+    big = load_inputs(repo_root / "topologies" / "atlas950-supernode.yaml",
+                      repo_root / "workloads" / "deepep-normal.yaml",
+                      ["num_ranks=2048", "num_experts=2048", "tokens_per_rank=8192",
+                       "topology.supernode.spine_radix=256"])
+    assert "two processes" not in big.cost_note(2)       # EP2048 stays in one process
+
+
 def test_the_announcement_is_one_line_on_stderr_before_the_run(cli, small_gemm, topology_path, monkeypatch):
     monkeypatch.setattr(registry, "LONG_RUN_FACTOR", 0.0)
     monkeypatch.setattr(registry, "LONG_RUN_S", 0.0)

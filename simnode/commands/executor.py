@@ -26,7 +26,6 @@ parsed ``RunSpec``s (simnode.workloads.loader) and get their ``Result``s back, i
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import signal
@@ -131,6 +130,7 @@ class _KeyedError(SimnodeError):
 
 def _pool(specs: list, jobs: int, bar: Progress) -> list:
     """Run in ``jobs`` worker processes, last-first; Ctrl-C terminates them."""
+    import multiprocessing              # only for a pool: a single run does not pay its import
     pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_ignore_sigint)
     try:
         pending = [pool.apply_async(_tagged, (s,), callback=lambda _: bar.advance())

@@ -42,6 +42,7 @@ def overlays_of(args) -> tuple:
 
 
 def register(subparsers) -> None:
+    from simnode.commands import jobs_count
     run = subparsers.add_parser("run", help="run one workload and print its result")
     add_inputs(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
@@ -53,16 +54,18 @@ def register(subparsers) -> None:
                      help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
     run.add_argument("--seed", type=int, default=None,
                      help="random seed: the same as --set seed=N, for kinds with a seed field")
+    run.add_argument("--jobs", type=jobs_count, default=0,
+                     help="processes for the run's independent parts, e.g. DeepEP's dispatch and "
+                          "combine (0 = one per core, at most 2; 1 = one process)")
     run.add_argument("--progress", action="store_true",
                      help="draw the progress line on stderr even when it is not a terminal")
-    run.set_defaults(func=cmd_run)
+    # every file the run writes is closed when cmd_run returns: the process may end at once
+    run.set_defaults(func=cmd_run, fast_exit=True)
 
 
 def cmd_run(args) -> int:
     from simnode.commands.executor import execute
-    from simnode.commands.outdir import check_out_dir, write_run
     from simnode.errors import ConfigError
-    from simnode.instr.isa import PIPE_NAMES
     from simnode.report.result import format_table, to_json
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import ALWAYS, RunOptions
@@ -74,11 +77,14 @@ def cmd_run(args) -> int:
     if args.trace is not None:
         check_output_path(args.trace, "--trace")
     if args.out is not None:
+        from simnode.commands.outdir import check_out_dir   # (only for --out)
         check_out_dir(args.out, "run")
-    note = inputs.cost_note()
+    jobs = args.jobs or min(2, os.cpu_count() or 1)       # 0 = one per core, as executor's
+    note = inputs.cost_note(jobs)
     if note:
         print(f"simnode: note: {note}", file=sys.stderr)
-    opts = RunOptions(args.trace, args.trace_scope, progress=ALWAYS if args.progress else True)
+    opts = RunOptions(args.trace, args.trace_scope, progress=ALWAYS if args.progress else True,
+                      jobs=jobs)
     try:
         result = execute([inputs], jobs=1, progress=False, options=opts)[0]
     except KeyboardInterrupt:
@@ -92,8 +98,13 @@ def cmd_run(args) -> int:
                           f"a pattern matching a thread of this run (threads are named like core00.aic.mte2, "
                           f"core03.aiv1.v, rank000.deepep or a link rank0->leaf0); none matched, so "
                           f"{args.trace} would hold no spans and was removed")
-    print(to_json(result) if args.json else format_table(result, PIPE_NAMES))   # series: --out only
+    if args.json:
+        print(to_json(result))                          # series: --out only
+    else:
+        from simnode.instr.isa import PIPE_NAMES        # the table's pipe columns (not for --json)
+        print(format_table(result, PIPE_NAMES))
     if args.out is not None:
+        from simnode.commands.outdir import write_run
         write_run(args.out, result, inputs)
     if args.trace is not None:
         _warn_if_heavy(args.trace)

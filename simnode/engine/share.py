@@ -80,7 +80,20 @@ VECTOR_SOLVE = 20_000
 LINK = np.int32
 
 
-_HASH = np.random.default_rng(17).integers(1, 2 ** 62, 64) * 2 + 1   # odd multipliers
+def _odd_multipliers(n: int, seed: int = 17) -> np.ndarray:
+    """``n`` odd 63-bit multipliers from splitmix64 (any fixed odd numbers would do: the
+    hash only filters, ``_has_repeats`` checks meeting hashes exactly; numpy.random is not
+    imported for them, ~25 ms of a short run's start)."""
+    out, x = [], seed
+    for _ in range(n):
+        x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        out.append(((z ^ (z >> 31)) >> 2) * 2 + 1)     # < 2^63: fits int64
+    return np.array(out, dtype=np.int64)
+
+
+_HASH = _odd_multipliers(64)
 
 
 def _has_repeats(key: np.ndarray) -> bool:
@@ -90,9 +103,15 @@ def _has_repeats(key: np.ndarray) -> bool:
     if n < 2:
         return False
     if width <= _HASH.shape[0]:
-        h = np.sort((key * _HASH[:width]).sum(axis=1))      # wraps around: a hash
-        if not (h[1:] == h[:-1]).any():
+        h = (key * _HASH[:width]).sum(axis=1)               # wraps around: a hash
+        order = np.argsort(h)
+        hs = h[order]
+        meet = np.flatnonzero(hs[1:] == hs[:-1])
+        if not meet.size:
             return False
+        if (key[order[meet]] == key[order[meet + 1]]).all(axis=1).any():
+            return True                                     # two rows are equal
+        # (only rows that differ met: rare; decided exactly below)
     return np.unique(key, axis=0).shape[0] < n
 
 
@@ -443,6 +462,7 @@ class Share:
         self._k = {f.__name__: f for f in _KERNELS}
         self._solve_fn = maxmin._rates
         self._scratch = None
+        self._due_scratch = None
         self._one = None
         #: changes whenever a live class is added or changes its row, weights or ``sw``, or a
         #: resource's skip flag changes: the solver's index is reused while it stays (classes
@@ -593,7 +613,8 @@ class Share:
             self._leave_fast()                  # groups go through the classes
         sizes = np.asarray(sizes, dtype=float)
         n = sizes.shape[0]
-        lat = np.broadcast_to(np.asarray(latency_ns, dtype=float), (n,)).copy()
+        lat = np.asarray(latency_ns, dtype=float)
+        lat = lat.copy() if lat.shape == (n,) else np.broadcast_to(lat, (n,)).copy()
         group = Group(self.env, lat, tag)
         self.transfers_started += n
         if n == 0:
@@ -601,29 +622,33 @@ class Share:
             return group
         rows = np.asarray(rows, dtype=np.int64).reshape(n, -1)
         weights = np.asarray(weights, dtype=float).reshape(n, -1)
-        caps = np.broadcast_to(np.asarray(caps, dtype=float), (n,))
+        caps = np.asarray(caps, dtype=float)
+        if caps.shape != (n,):
+            caps = np.broadcast_to(caps, (n,))
         # a resource with weight 0 is not used: drop it, keeping the order of the others
         valid = (rows >= 0) & (weights > 0)
+        used = valid.sum(axis=1)                # resources each member uses
+        width = max(int(used.max()), 1)
         if (valid[:, 1:] <= valid[:, :-1]).all():
-            # every row's used resources lead already (the usual case): the stable sort below
-            # would keep them where they are
-            keep = valid
-            rows = np.where(keep, rows, -1)
-            weights = np.where(keep, weights, 0.0)
+            # every row's used resources lead already (the usual case)
+            rows = np.where(valid, rows, -1)[:, :width]
+            weights = np.where(valid, weights, 0.0)[:, :width]
         else:
-            order = np.argsort(~valid, axis=1, kind="stable")
-            keep = np.take_along_axis(valid, order, axis=1)
-            rows = np.where(keep, np.take_along_axis(rows, order, axis=1), -1)
-            weights = np.where(keep, np.take_along_axis(weights, order, axis=1), 0.0)
-        width = int(keep.sum(axis=1).max())
-        rows, weights = rows[:, :max(width, 1)], weights[:, :max(width, 1)]
+            # the used ones moved to the front of their rows, in their order
+            i, j = np.nonzero(valid)
+            at = np.cumsum(valid, axis=1)[i, j] - 1
+            packed = np.full((n, width), -1, dtype=np.int64)
+            packed[i, at] = rows[i, j]
+            w = np.zeros((n, width))
+            w[i, at] = weights[i, j]
+            rows, weights = packed, w
         if rows.size and rows.max() >= len(self.names):
             raise ValueError(f"unknown resource id in rows (max {rows.max()})")
         if (sizes < 0).any() or not (caps > 0).all():
             raise ValueError("sizes must be >= 0 and caps > 0")
         gid = self._add_group(group)
         # nothing to serve: done at once (a cap alone serves it at that rate)
-        idle = (sizes == 0) | (~keep[:, 0] & np.isinf(caps))
+        idle = (sizes == 0) | ((used == 0) & np.isinf(caps))
         if idle.any():
             ks = np.flatnonzero(idle)
             served = self.env.now + np.where(np.isinf(caps[ks]), 0.0, sizes[ks] / caps[ks])
@@ -635,7 +660,7 @@ class Share:
                 # members with the same resources and cap: one shared class per key (``_class``),
                 # placed in order with the other pending starts
                 self._pending.append((None, (group, gid, live, sizes[live], key, weights[live],
-                                             keep.sum(axis=1)[live]), None, None))
+                                             used[live]), None, None))
             else:
                 self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
                                              np.array(caps[live])))
@@ -854,7 +879,7 @@ class Share:
         """After a solve: may the share run uncontended (exact mode, interpreted, no groups,
         every active class at its cap)?"""
         if self.compiled or self.batch_window_ns != 0.0 or self._live_groups or self._bulk \
-                or self._ghosts or self._pending_groups or self._group_batch:
+                or self._ghosts or self._solo_ghosts or self._pending_groups or self._group_batch:
             return False
         act = self._active()
         if not len(act):
@@ -1112,29 +1137,34 @@ class Share:
             if solo.size:
                 end = max(end, self._commit_solo(solo, now, exact))
         else:
-            multi = []
-            done: dict = {}                             # group -> ([member], [served_ns])
-            for i in range(k):
-                c = out[i]
-                g = self._sg[c]
-                if g >= 0:
-                    v, r, tag = self._V[c], self._crate[c], self._top[c]
-                    served = now + (0.0 if exact else (max(tag - v, 0.0) / r if r > 0 else 0.0))
-                    self._ghosts.append((c, tag, served, tuple(self._w[c])))
-                    self._top[c] = INF
-                    ks, ts = done.setdefault(g, ([], []))
-                    ks.append(self._sk[c])
-                    ts.append(served)
-                    if served > end:
-                        end = served
+            sg = self._sg
+            due = out[:k]
+            solo = [c for c in due if sg[c] >= 0]
+            multi = [c for c in due if sg[c] < 0] if len(solo) < k else []
+            if solo:
+                # group members in solo classes, at once as arrays (as ``_commit_solo``): each
+                # served at its own time, groups told in ascending order, members in class order
+                top = self._top
+                ids = np.array(solo, dtype=np.int64)
+                tags = np.array([top[c] for c in solo])
+                if exact:
+                    served = np.full(ids.shape, now)
                 else:
-                    multi.append(c)
-            if done:
-                order = sorted(done)
-                self._groups_done(np.repeat(np.array(order, dtype=np.int64),
-                                            [len(done[g][0]) for g in order]),
-                                  np.array([k for g in order for k in done[g][0]], dtype=np.int64),
-                                  np.array([t for g in order for t in done[g][1]]))
+                    V, cr = self._V, self._crate
+                    v = np.array([V[c] for c in solo])
+                    r = np.array([cr[c] for c in solo])
+                    served = now + np.where(r > 0, np.maximum(tags - v, 0.0)
+                                            / np.where(r > 0, r, 1.0), 0.0)
+                # released before any keyed class's members (their order in the unit counters)
+                self._solo_ghosts.append((ids, tags, served))
+                for c in solo:
+                    top[c] = INF
+                gids = np.array([sg[c] for c in solo], dtype=np.int64)
+                sk = self._sk
+                order = np.argsort(gids, kind="stable")
+                self._groups_done(gids[order], np.array([sk[c] for c in solo], dtype=np.int64)[order],
+                                  served[order])
+                end = max(end, float(served.max()))
         for c in multi:
             heap, v, r = self._heaps[c], self._V[c], self._crate[c]
             lim = v + r * window + EPS_UNITS + EPS_REL * v
@@ -1297,6 +1327,9 @@ class Share:
             if self._act_arr is not None and freed.size:   # classes only left
                 self._act_arr = np.delete(self._act_arr, np.searchsorted(self._act_arr, freed))
             return
+        freed_solo, spans = [], None
+        if solos:                                       # solo classes of groups (``_commit_group``)
+            freed_solo, spans = self._release_solos(solos)
         if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
             ghosts = [e for g in ghosts for e in (
                 zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
@@ -1307,17 +1340,22 @@ class Share:
         over = [0.0] * len(cs)
         self._k["_release"](cs, tags, mws, self._V, self._links, self._w, self._bytes, self._n,
                             over)
-        if self.series is not None and any(o > 0.0 for o in over):
-            m = [i for i, o in enumerate(over) if o > 0.0]
-            width = max(len(self._links[cs[i]]) for i in m)
-            rows = np.array([tuple(self._links[cs[i]]) + (-1,) * (width - len(self._links[cs[i]]))
-                             for i in m], dtype=np.int64)
-            w = np.array([tuple(mws[i]) + (0.0,) * (width - len(mws[i])) for i in m])
-            self.series.add_spans(np.array([ghosts[i][2] for i in m]), now, rows,
-                                  -(w * np.array([over[i] for i in m])[:, None]))
+        if self.series is not None and (spans or any(o > 0.0 for o in over)):
+            # one call for all (the solo members first, as they were served first)
+            t0, links, ws, overs = spans or ([], [], [], [])
+            for i, o in enumerate(over):
+                if o > 0.0:
+                    t0.append(ghosts[i][2])
+                    links.append(self._links[cs[i]])
+                    ws.append(mws[i])
+                    overs.append(o)
+            width = max(len(x) for x in links)
+            rows = np.array([tuple(x) + (-1,) * (width - len(x)) for x in links], dtype=np.int64)
+            w = np.array([tuple(x) + (0.0,) * (width - len(x)) for x in ws])
+            self.series.add_spans(np.array(t0), now, rows, -(w * np.array(overs)[:, None]))
         if any(self._n[c] > 0 for c in cs):
             self._layout += 1
-        freed = sorted({c for c in cs if self._n[c] == 0})
+        freed = {c for c in cs if self._n[c] == 0}
         for c in freed:
             self._bulk.pop(c, None)
             if self._cls_key[c] is not None:
@@ -1326,9 +1364,49 @@ class Share:
             self._top[c] = INF
             self._crate[c] = 0.0
             self._sg[c] = -1
-            self._act.discard(c)
-        self._free.extend(reversed(freed))
+        self._act.difference_update(freed)
+        if freed_solo:                                  # no key, no bulk; tags already inf
+            crate, sg = self._crate, self._sg
+            for c in freed_solo:
+                crate[c] = 0.0
+                sg[c] = -1
+            self._act.difference_update(freed_solo)
+            freed.update(freed_solo)
+        self._free.extend(sorted(freed, reverse=True))
         self._act_arr = None
+
+    def _release_solos(self, solos: list):
+        """Interpreted mode: release the members of solo classes ``solos`` ((classes, tags,
+        served_ns) arrays, in the order they were served), as ``_release`` would one by one:
+        a member's weights are its class's row (unchanged since it was served); only members
+        credited past their finish change the unit counters (in member order); each class
+        empties (its row is rebuilt when it is reused). Returns the classes and, for the
+        series, the past-credited members' (served_ns, rows, weights, units over) lists (None
+        if none or no series)."""
+        ids = np.concatenate([p[0] for p in solos]) if len(solos) > 1 else solos[0][0]
+        tags = np.concatenate([p[1] for p in solos]) if len(solos) > 1 else solos[0][1]
+        served = np.concatenate([p[2] for p in solos]) if len(solos) > 1 else solos[0][2]
+        cs = ids.tolist()
+        V, links, w, n = self._V, self._links, self._w, self._n
+        over = (np.array([V[c] for c in cs]) - tags).tolist()
+        past = [i for i, o in enumerate(over) if o > 0.0]
+        spans = None
+        if past:
+            res_bytes = self._bytes
+            for i in past:
+                o = over[i]
+                row, wr = links[cs[i]], w[cs[i]]
+                for j in range(len(row)):
+                    r = row[j]
+                    if r < 0:
+                        break
+                    res_bytes[r] -= wr[j] * o
+            if self.series is not None:
+                spans = ([float(served[i]) for i in past], [links[cs[i]] for i in past],
+                         [tuple(w[cs[i]]) for i in past], [over[i] for i in past])
+        for c in cs:
+            n[c] -= 1
+        return cs, spans
 
     def _solve(self) -> None:
         self.recomputes += 1
@@ -1518,4 +1596,12 @@ class Share:
         return self._one
 
     def _due_buf(self, n: int):
-        return np.zeros(n, dtype=np.int64) if self.compiled else [0] * n
+        """Room for ``n`` class ids (``_due`` writes the first k it returns; the rest is never
+        read). Compiled: one buffer kept and grown, not a fresh [active classes] array per
+        wake (a large run's ~1 M classes: 8 MB zeroed at every completion)."""
+        if not self.compiled:
+            return [0] * n
+        buf = self._due_scratch
+        if buf is None or buf.shape[0] < n:
+            buf = self._due_scratch = np.empty(max(n, 1024), dtype=np.int64)
+        return buf

@@ -20,6 +20,8 @@ Timing rules (facts 3.6):
   / fp4_decode_B_per_cycle).
 - a multi-region copy (``Copy.regions``) is one request: each region hits or misses in
   L2 on its own, and its hit and miss bytes stream concurrently within the path rate.
+- a run of an MTE2 pipe's reads issued back to back that all hit in L2 (a KV gather) streams
+  as one transfer of their bytes (``gm_bursts``; see ``_burst_len``).
 - set_flag / cross-core set: fires when every earlier instruction of the pipe has
   completed (facts 3.2); the pipe keeps issuing meanwhile, as a pipe's initiation
   interval and its latency are separate (facts 3.6, S8: latency and II per pipe).
@@ -162,11 +164,15 @@ class ChipSim:
     """One chip. Several may share an ``env`` and a ``share`` (a supernode)."""
 
     def __init__(self, chip: ChipSpec, env: simpy.Environment | None = None, share=None,
-                 tracer=NULL_TRACER, name: str = "chip0", hbm: int | None = None):
+                 tracer=NULL_TRACER, name: str = "chip0", hbm: int | None = None,
+                 gm_bursts: bool = True):
         """``share``: the engine its GM traffic runs on (its own if None; a supernode's, so
         the chip's copies and the rank's messages share one clock and one HBM); ``hbm``:
-        that HBM's resource id on ``share`` if it exists already (e.g. ``rankR.hbm``)."""
+        that HBM's resource id on ``share`` if it exists already (e.g. ``rankR.hbm``);
+        ``gm_bursts``: stream an MTE2 pipe's back-to-back GM reads as bursts (the reduced
+        form, see ``_burst_len``); False: every read on its own (the detailed form)."""
         self.chip = chip
+        self.gm_bursts = gm_bursts
         self.env = env if env is not None else simpy.Environment()
         self.share = share if share is not None else Share(self.env)
         self.name = name
@@ -345,6 +351,80 @@ class ChipSim:
             share.start_cb(part * misses, self._res_miss, None,
                            path.bw * misses / len(regions), self._copy_done, p)
 
+    # -- bursts of GM reads (the reduced form of a gather) ---------------------------------
+    # A pipe that issues reads back to back (each the moment the previous one finished
+    # streaming: the MTE2 queue has a free slot and each read streams at least its issue
+    # interval) keeps one transfer of one class (its cap, L2) in the share from the first
+    # read to the last when they all hit: the fluid share sees the same thing whether the
+    # reads come one by one or as one transfer of their bytes. So such a run is started as
+    # one transfer (a KV gather: 16 descriptors). Its L2 lookups happen at its start rather
+    # than at each read's own start (a few hundred ns later). A run with a region not in L2
+    # then goes read by read, since which pipe takes a miss depends on when each looks. With
+    # every region present, each lookup hits whenever it happens unless an eviction reaches
+    # the region within the burst, which needs the region at the LRU end of a thrashing L2;
+    # the LRU order differs only in the run's regions turning recent a little earlier.
+    # ``gm_bursts=False``: always read by read (the detailed form). tests/hardware/
+    # test_bursts.py: the two agree to rounding on the sparse MLA prefill and on contended
+    # hand-built runs (L2 not full), and within 0.1% of the makespan with an L2 that thrashes.
+
+    def _burst_len(self, ops, i, n, path, size, t, inflight, limit) -> int:
+        """How many reads from ``ops[i]`` on (same path and size, each after the previous)
+        to stream as one burst if the first issues at ``t``; 1: none."""
+        stream = size / path.bw
+        if stream < path.ii:
+            return 1                        # the issue interval would leave gaps between them
+        j = i + 1
+        while j < n:
+            o = ops[j]
+            if o[0] != _COPY or o[2] is not path or o[3] != size:
+                break
+            j += 1
+        m = j - i
+        if m < MIN_BURST:
+            return 1
+        # read k issues no earlier than t + k x stream and finds at most the older requests
+        # still in flight then plus the k before it (facts 1.4, S1: the outstanding limit)
+        q, ptr, left = inflight, 0, len(inflight)
+        for k in range(1, m):
+            tk = t + k * stream
+            while ptr < left and q[ptr] <= tk:
+                ptr += 1
+            if left - ptr + k >= limit:
+                return k if k >= MIN_BURST else 1
+        return m
+
+    def _burst_start(self, ops, i, m, path, size, p) -> int:
+        """Start the ``m`` reads from ``ops[i]`` as one transfer at the cap each read would
+        have and return ``m``, if every region they read is in L2 (each read then hits);
+        else start nothing and return -(d + 1), d: the first read (from ``ops[i]``) with a
+        region not in L2. (Not the present reads before d alone: read d, a miss, would start at
+        the burst's end, which rounds differently from the read-by-read end, and which pipe
+        takes a miss can turn on that when two look at the same instant.)"""
+        nreg = len(ops[i][1].regions)
+        if nreg:
+            keys = []
+            for k in range(i, i + m):
+                regions = ops[k][1].regions
+                if len(regions) != nreg:
+                    return -(k - i + 1)     # the cap of a read depends on its regions
+                keys.extend(regions)
+            part = size / nreg
+        else:
+            keys = [ops[k][1].gm_key for k in range(i, i + m)]
+            part = size
+        l2 = self.l2
+        n = l2.present(keys)
+        if n < len(keys):
+            return -(n // (nreg or 1) + 1)
+        l2.hit(keys, part)
+        # the cap of an all-hit read as ``_gm_start`` computes it, so the burst is in the
+        # same class as other pipes' single reads
+        cap = path.bw * nreg / nreg if nreg else path.bw
+        p.copy_end = -math.inf
+        p.copy_parts = 1
+        self.share.start_cb(size * m, self._res_hit, None, cap, self._copy_done, p)
+        return m
+
     # -- compiled pipe programs -----------------------------------------------------------
     def _compile(self, p: _Pipe, cache: dict, distinct: list) -> list:
         """The pipe's instructions as op tuples, resolved once per distinct record (records
@@ -442,6 +522,10 @@ class ChipSim:
         limit = p.limit
         waits = p.waits
         wake = ready.append
+        # a traced run goes read by read: its trace (the bandwidth counters' order among the
+        # spans included) stays that of the detailed form, even for pipes out of its scope
+        bursts = self.gm_bursts and on_mte2 and not tracer.enabled
+        no_burst = 0                                # no burst starts before this op
         while i < n:
             op = ops[i]
             kind = op[0]
@@ -498,6 +582,40 @@ class ChipSim:
                         p.t = t
                         self._resume_at(p)
                         yield                       # resumed when the clock reaches ``t``
+                    m = self._burst_len(ops, i, n, path, size, t, inflight, limit) \
+                        if bursts and i >= no_burst and not path.write \
+                        and i + 4 <= n and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0] \
+                        else 1
+                    if m > 1:
+                        got = self._burst_start(ops, i, m, path, size, p)
+                        if got < 0:
+                            # read i - got - 1 may miss: read by read up to it; the whole run
+                            # if the first may (a cold or not-allocated run: the rest would
+                            # mostly miss too)
+                            no_burst = i + m if got == -1 else i - got
+                            got = 1
+                        m = got
+                    if m > 1:
+                        # m reads issued back to back, all hitting in L2: one transfer
+                        yield                       # resumed by ``_copy_done``
+                        start = t
+                        end = p.copy_end
+                        span = end - start
+                        stream = size / path.bw
+                        p.stall += span - m * stream
+                        busy += m * stream
+                        # the m reads' completions, their ends spread evenly over the
+                        # burst (exact while its rate stays constant; the MTE2 queue and
+                        # nothing else reads them)
+                        base = path.base
+                        for x in range(1, m + 1):
+                            push(start + span * x / m + base)
+                        comp = end + base
+                        if comp > done:
+                            done = comp
+                        t = end
+                        i += m
+                        continue
                     p.copy_start = t
                     self._gm_start(ins, path, size, p)
                     yield                           # resumed by ``_copy_done``
@@ -572,6 +690,10 @@ class ChipSim:
 
 
 _TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
+#: shorter runs of reads go read by read: a GEMM's only runs are its A, B pairs, which never
+#: all hit (B is a first touch of the core), and trying them cost it ~8% of its run time
+#: (``_run`` tests the next three ops for copies before it asks ``_burst_len``)
+MIN_BURST = 4
 _NORMAL = simpy.events.NORMAL
 
 

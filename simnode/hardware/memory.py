@@ -31,6 +31,7 @@ class L2Cache:
         self.misses = 0
         self.hit_bytes = 0
         self.miss_bytes = 0
+        self.evictions = 0          #: regions evicted so far
 
     def read(self, key, size_bytes: int, allocate: bool = True) -> bool:
         """Return True on a hit; on a miss allocate the region if asked."""
@@ -64,6 +65,24 @@ class L2Cache:
                 self._insert(key, size_bytes)
         return hits
 
+    def present(self, keys) -> int:
+        """How many leading regions of ``keys`` are in L2 (a lookup, nothing changes)."""
+        lru = self._lru
+        n = 0
+        for key in keys:
+            if key is None or key not in lru:
+                break
+            n += 1
+        return n
+
+    def hit(self, keys, size_bytes) -> None:
+        """``read`` of each region of ``keys``, in order, all present (``present``): hits."""
+        move = self._lru.move_to_end
+        for key in keys:
+            move(key)
+            self.hit_bytes += size_bytes
+        self.hits += len(keys)
+
     def write(self, key, size_bytes: int, allocate: bool = True) -> None:
         if allocate and key is not None:
             if key in self._lru:
@@ -78,5 +97,6 @@ class L2Cache:
         while self.used_bytes + size_bytes > self.capacity_bytes:
             _, old = lru.popitem(last=False)
             self.used_bytes -= old
+            self.evictions += 1
         lru[key] = size_bytes
         self.used_bytes += size_bytes

@@ -84,9 +84,11 @@ def _gather(row: int, hint: str, cache: str, seq: int, toks: tuple) -> isa.Copy:
     keys = tuple(keys)
     # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token distance) whose
     # two rows each hit or miss in L2 on their own
+    # (built directly: the caller's ``_GATHERS`` holds one record per (row, hint, cache,
+    # sequence, tokens), which fixes every field, so the ``Copy`` memo would add nothing)
     if len(keys) == 1:
-        return Copy("gm_to_ub", row, keys[0], hint, "KV gather")
-    return Copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
+        return isa.Copy("gm_to_ub", row, keys[0], hint, "KV gather")
+    return isa.Copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
 
 
 def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
@@ -143,19 +145,26 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     items = 0
     qslot = {}
 
+    # the flags of each L0 slot, looked up in their memo once
+    slots = plan.l0_slots
+    w_m_mte1 = [Wait("m", "mte1", s) for s in range(slots)]
+    s_mte1_m = [Set("mte1", "m", s) for s in range(slots)]
+    w_mte1_m = [Wait("mte1", "m", s) for s in range(slots)]
+    s_m_mte1 = [Set("m", "mte1", s) for s in range(slots)]
+
     def unit(loads, mm, pre=(), post=()):
         nonlocal u
-        s = u % plan.l0_slots
-        if u >= plan.l0_slots:
-            mte1.append(Wait("m", "mte1", s))
+        s = u % slots
+        if u >= slots:
+            mte1.append(w_m_mte1[s])
         for size in loads:
             mte1.append(Copy("l1_to_l0", size))
-        mte1.append(Set("mte1", "m", s))
-        cube.append(Wait("mte1", "m", s))
+        mte1.append(s_mte1_m[s])
+        cube.append(w_mte1_m[s])
         cube.extend(pre)
         cube.append(mm)
         cube.extend(post)
-        cube.append(Set("m", "mte1", s))
+        cube.append(s_m_mte1[s])
         u += 1
 
     def p_phase(b):
@@ -335,15 +344,20 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
             for _, _, toks in mine:
                 if gathered >= gather_chunks:
                     mte2.append(w_v_mte2_0)
-                for i in range(0, len(toks), per_desc):
-                    key = toks[i:i + per_desc]
-                    rec = recs.get(key)
-                    if rec is None:
-                        rec = recs[key] = _gather(row, kv_hint, blk.cache, blk.seq, key)
-                    mte2.append(rec)
-                    desc += 1
-                    if desc == stall_at:
-                        mte2.append(s_mte2_v_2)
+                keys = [toks[i:i + per_desc] for i in range(0, len(toks), per_desc)]
+                recs_of = list(map(recs.get, keys))
+                if not all(recs_of):
+                    for x, key in enumerate(keys):
+                        if recs_of[x] is None:
+                            rec = recs.get(key)     # (a key twice in the chunk: made once)
+                            if rec is None:
+                                rec = recs[key] = _gather(row, kv_hint, blk.cache, blk.seq, key)
+                            recs_of[x] = rec
+                if desc < stall_at <= desc + len(keys):
+                    # dispatch goes on once descriptor ``stall_at`` has completed
+                    recs_of.insert(stall_at - desc, s_mte2_v_2)
+                mte2.extend(recs_of)
+                desc += len(keys)
                 mte2.append(s_mte2_v_0)
                 gathered += 1
             if prev_dispatch:

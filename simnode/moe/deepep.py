@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import collections
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -45,6 +45,8 @@ from simnode.moe.deepep_plan import DeepEPPlan
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
+# RankTimes lives with the trace (the transport kind needs it without importing this module)
+from simnode.moe.deepep_trace import RankTimes  # noqa: F401 (re-exported)
 
 
 #: from this EP size on, a kernel's hundreds of solves over ~R^2 message trains repay
@@ -74,16 +76,6 @@ class DeepEPCosts:
     remote_store_ns: float           #: one round of SIMT remote stores / atomics over UB_MEM
     barrier_ns: float                #: a cross-rank barrier's own work, before waiting for peers
     reduce_ops_per_element: float    #: vector ops per element of a reduced BF16 row (cast + add)
-
-
-@dataclass
-class RankTimes:
-    start_ns: float = 0.0
-    phases: dict = field(default_factory=dict)   #: phase name -> (start_ns, end_ns)
-    end_ns: float = 0.0
-
-    def mark(self, name: str, start_ns: float, end_ns: float) -> None:
-        self.phases[name] = (start_ns, end_ns)
 
 
 @dataclass
@@ -311,7 +303,8 @@ class DeepEPSim:
         env, plan = self.env, self.plan
         R, A = self.spec.num_ranks, plan.params.num_aiv
         sz = plan.sizes
-        peers = [d for d in range(R) if d != r and plan.pair_tokens[r, d] > 0]
+        row = plan.pair_tokens[r].tolist()         # (Python ints: no numpy scalar per peer)
+        peers = [d for d in range(R) if d != r and row[d] > 0]
         if self.send_order == "jetty_fifo":
             # each AIV's Jetty sends its peers' SQEs in order, peers from r + AIV + 1 on as
             # combine visits them (facts 4.3; dispatch's SQ order is not described)
@@ -378,7 +371,8 @@ class DeepEPSim:
         R = self.spec.num_ranks
         sz = plan.sizes
         work = []
-        returns = {r: int(plan.pair_tokens[r, d]) for r in range(R) if r != d}
+        col = plan.pair_tokens[:, d].tolist()      # (Python ints: no numpy scalar per peer)
+        returns = {r: col[r] for r in range(R) if r != d}
         peers = [r for r, n in returns.items() if n > 0]  # self rows: reduced into the recv buffer
         if self.send_order == "jetty_fifo":
             # each AIV's Jetty: one task of <= 8 tokens per peer in turn, peers round-robin

@@ -13,10 +13,23 @@ Kernels follow each other on the time axis (combine starts where dispatch ended)
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from simnode.engine.trace import Tracer
 
 MAX_ARROWS = 2000            # per kernel: ~0.3 MB of arrows whatever the EP size
 RANK_COUNTERS = ("hbm", "urma_tx", "urma_rx")   # chip resources traced per rank
+
+
+@dataclass
+class RankTimes:
+    """One rank's run of a kernel: its start, end and named phases (the trace's spans)."""
+    start_ns: float = 0.0
+    phases: dict = field(default_factory=dict)   #: phase name -> (start_ns, end_ns)
+    end_ns: float = 0.0
+
+    def mark(self, name: str, start_ns: float, end_ns: float) -> None:
+        self.phases[name] = (start_ns, end_ns)
 
 
 class DeepEPTracer:

@@ -290,9 +290,14 @@ class Routes:
             lat[other] = self.mesh_lat[src, dst][other]
             return rows, lat
         a, b = self.rank_leaf[src], self.rank_leaf[dst]
-        rows[other, 0] = self.up_port[src[other]]
-        lat[other] = self.up_lat[src[other]] + self.down_lat[dst[other]]
-        same = other & (a == b)
+        if other.all():                         # (the usual batch: no message to itself)
+            rows[:, 0] = self.up_port[src]
+            lat = self.up_lat[src] + self.down_lat[dst]
+            same = a == b
+        else:
+            rows[other, 0] = self.up_port[src[other]]
+            lat[other] = self.up_lat[src[other]] + self.down_lat[dst[other]]
+            same = other & (a == b)
         rows[same, 1] = self.down_port[dst[same]]
         cross = other & (a != b)
         if cross.any():

@@ -110,9 +110,11 @@ class RankEndpoints:
             # 1 GB/s = 1 B/ns: a stall of x ns costs the send side x * ceiling bytes of work
             cols += [(self.tx[src], payload + stall * spec.urma_payload_GBps),
                      (self.rx[dst], payload)]
-        rows = np.stack([np.broadcast_to(c, src.shape) for c, _ in cols], axis=1)
-        units = np.stack([np.broadcast_to(np.asarray(u, dtype=float), src.shape) for _, u in cols],
-                         axis=1)
+        rows = np.empty((src.shape[0], len(cols)), dtype=np.int64)
+        units = np.empty((src.shape[0], len(cols)))
+        for j, (c, u) in enumerate(cols):       # (a scalar fills its column)
+            rows[:, j] = c
+            units[:, j] = u
         return rows, units
 
     def send_many(self, src, dst, payload_bytes, descriptor_bytes, wqes, peers,

@@ -23,14 +23,40 @@ import numpy as np
 
 from simnode.config.params import params_of
 from simnode.errors import ConfigError
-from simnode.moe.deepep import SEND_ORDERS, DeepEPCosts, DeepEPSim
+from simnode.moe.deepep import COMPILED_FROM_RANKS, SEND_ORDERS, DeepEPCosts, DeepEPSim
 from simnode.moe.deepep_plan import DeepEPParams, build_plan
 from simnode.moe.routing import iter_route_supernode, load_routing_file
+from simnode.forked import can_fork, in_child
 from simnode.progress import Progress
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import ALWAYS, Field, Reference, WorkloadKind, register
 from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, kernel_bottleneck, link_series,
                                         link_util, network_figures, rate_figures, with_num_ranks)
+
+#: from this size on, ``simnode run`` simulates combine in a forked process beside dispatch
+#: (RunOptions.jobs >= 2). Below it the fork, the child's own load of numba's code and the
+#: result's pickling cost what they save (measured, whole process, 2 cores: EP32 1.32-1.37 s
+#: with against 1.17-1.34 s without; EP64 even; EP128 2.50 s against 2.9 s)
+PARALLEL_FROM_RANKS = 64
+#: ... and up to this size: each process holds a network of its own (EP1024: 882 MiB peak for
+#: dispatch's, 1131 for combine's, measured), and at EP2048 one alone peaks at 3.55 GiB, so two
+#: would pass the 4 GiB one run may use
+PARALLEL_UP_TO_RANKS = 1024
+
+
+def two_processes(ranks: int, phase: str) -> bool:
+    """Whether a run of this size and phase may simulate combine beside dispatch."""
+    return phase == "both" and PARALLEL_FROM_RANKS <= ranks <= PARALLEL_UP_TO_RANKS
+
+
+def warm_compiled() -> None:
+    """Import numba and make the engine's compiled dispatchers in this process (~0.2 s at
+    EP128), so that a forked child inherits them; each process still loads the cached machine
+    code of the signatures it calls at its first call."""
+    import simpy
+    from simnode.engine.share import Share
+    Share(simpy.Environment()).compile_now()
+
 
 FIELDS = (
     Field("num_ranks", "int", 0, "EP ranks (0 = the topology's supernode.num_ranks)", min_value=0,
@@ -121,6 +147,14 @@ def cost(topology, params: dict) -> float:
 REFERENCE = Reference("DeepEP at EP8 (16384 tokens per rank)", 1.1)
 
 
+def wall_share(topology, params: dict) -> float:
+    """The share of ``cost`` left on the wall clock when combine runs beside dispatch (EP64 to
+    EP1024, ``simnode run --jobs``): measured 61.9 s of 88.5 at EP1024 and 2.20 of 2.9 s at
+    EP128 (benchmarks/README.md, end of round 3), so 0.7; an estimate for the note."""
+    ranks = params["num_ranks"] or topology.supernode.num_ranks
+    return 0.7 if two_processes(ranks, params["phase"]) else 1.0
+
+
 def _check_routing(params, num_ranks: int, source: str) -> None:
     """The routing arguments, checked before any work with the workload named in errors:
     the routing functions name no file, so their errors are re-raised under ``source``."""
@@ -176,24 +210,46 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
     phases = ("dispatch", "combine") if params["phase"] == "both" else (params["phase"],)
     from simnode.moe.deepep_trace import DeepEPTracer
     tracer = DeepEPTracer.open(options)
-    runs, util = {}, {}
     show = options is not None and getattr(options, "progress", False)
+    jobs = getattr(options, "jobs", 1) if options is not None else 1
+
+    def phase(kind: str, progress: bool = True):
+        clock = _SimClock(f"EP{R} {kind}", show == ALWAYS) if show and progress else None
+        sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
+                        tracer=tracer, send_order=params["send_order"],
+                        jetty_jitter_ns=params["jetty_jitter_ns"], seed=params["seed"],
+                        on_progress=clock)
+        try:
+            out = sim.run(kind)
+        finally:
+            if clock is not None:
+                clock.close()
+        return out, link_util(sim.net)
+
+    results = {}
     try:
-        for kind in phases:
-            clock = _SimClock(f"EP{R} {kind}", show == ALWAYS) if show else None
-            sim = DeepEPSim(topology, plan, costs, batch_window_ns=params["batch_window_ns"],
-                            tracer=tracer, send_order=params["send_order"],
-                            jetty_jitter_ns=params["jetty_jitter_ns"], seed=params["seed"],
-                            on_progress=clock)
+        if jobs >= 2 and tracer is None and two_processes(R, params["phase"]) and can_fork():
+            # dispatch and combine are two separate simulations of the same plan (each its own
+            # clock and network): combine runs in a forked process beside dispatch, and the
+            # result is the one the sequential loop gives (test_deepep_parallel). numba is
+            # imported once, before the fork; only combine draws a progress line.
+            if R >= COMPILED_FROM_RANKS:
+                warm_compiled()
+            combine = in_child(lambda: phase("combine"))
             try:
-                runs[kind] = sim.run(kind)
-            finally:
-                if clock is not None:
-                    clock.close()
-            util[kind] = link_util(sim.net)
+                results["dispatch"] = phase("dispatch", progress=False)
+            except BaseException:
+                combine.kill()
+                raise
+            results["combine"] = combine.wait()
+        else:
+            for kind in phases:
+                results[kind] = phase(kind)
     finally:
         if tracer is not None:
             tracer.close()
+    runs = {k: results[k][0] for k in phases}
+    util = {k: results[k][1] for k in phases}
     return _result(name, topology, plan, runs, util)
 
 
@@ -270,4 +326,5 @@ def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
 
 KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
                              needs_supernode=True, check=_topology_for, records=(DeepEPCosts,),
-                             cost=cost, reference=REFERENCE))
+                             cost=cost, reference=REFERENCE,
+                             wall_share=wall_share))

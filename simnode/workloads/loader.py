@@ -88,10 +88,11 @@ class RunSpec:
         """The run's estimated time in seconds of one core (0 if its kind gives none)."""
         return self.kind.cost(self.topology, self.params) if self.kind.cost is not None else 0.0
 
-    def cost_note(self) -> str | None:
-        """One line announcing a run far above its kind's reference run, or None."""
+    def cost_note(self, jobs: int = 1) -> str | None:
+        """One line announcing a run far above its kind's reference run, or None (``jobs``:
+        the processes the run may use)."""
         from simnode.workloads.registry import cost_note
-        return cost_note(self.kind, self.topology, self.params)
+        return cost_note(self.kind, self.topology, self.params, jobs)
 
     def resolved(self) -> dict:
         """The configuration the run reads, from the declarations (JSON-ready)."""

@@ -46,6 +46,9 @@ class WorkloadKind:
     #: a run far above the reference is announced before it starts (``cost_note``)
     cost: Callable | None = None
     reference: "Reference | None" = None
+    #: wall_share(topology, params) -> the share of ``cost`` left on the wall clock when the run
+    #: may use two processes (RunOptions.jobs >= 2; DeepEP's combine beside dispatch), or None
+    wall_share: Callable | None = None
 
     def all_fields(self, data: dict | None = None, source: str = "workload") -> tuple:
         if self.more_fields is None or data is None:
@@ -72,17 +75,21 @@ LONG_RUN_FACTOR = 10.0
 LONG_RUN_S = 60.0
 
 
-def cost_note(kind: WorkloadKind, topology, params: dict) -> str | None:
-    """One line announcing a run far above its kind's reference run, or None."""
+def cost_note(kind: WorkloadKind, topology, params: dict, jobs: int = 1) -> str | None:
+    """One line announcing a run far above its kind's reference run, or None; ``jobs``: the
+    processes the run may use (RunOptions.jobs)."""
     if kind.cost is None or kind.reference is None:
         return None
     seconds = kind.cost(topology, params)
     ratio = seconds / kind.reference.seconds
     if ratio < LONG_RUN_FACTOR or seconds < LONG_RUN_S:
         return None
+    wall, how = seconds, ""
+    if jobs >= 2 and kind.wall_share is not None and kind.wall_share(topology, params) < 1:
+        wall, how = seconds * kind.wall_share(topology, params), " in two processes"
     return (f"this run is estimated at ~{ratio:,.0f}x the work of {kind.reference.label} "
-            f"(~{kind.reference.seconds:g} s of one core): expect ~{_duration(seconds)}; --progress "
-            f"draws its progress line even off a terminal")
+            f"(~{kind.reference.seconds:g} s of one core): expect ~{_duration(wall)}{how}; "
+            f"--progress draws its progress line even off a terminal")
 
 
 def _duration(seconds: float) -> str:
@@ -105,6 +112,9 @@ class RunOptions:
     #: a progress line on stderr for long runs: False = none, True = on a terminal only,
     #: "always" = also when stderr is not a terminal (``--progress``)
     progress: bool | str = False
+    #: processes the run may use for its independent parts (DeepEP's dispatch and combine are
+    #: two separate simulations); 1 = all in this process. ``simnode run`` passes its --jobs
+    jobs: int = 1
 
 
 _KINDS: dict[str, WorkloadKind] = {}

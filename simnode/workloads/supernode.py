@@ -80,6 +80,22 @@ def link_series(kernel: str, util: dict) -> list:
     return out
 
 
+def round4(a: np.ndarray) -> np.ndarray:
+    """``round(x, 4)`` of every element, as Python rounds (the double nearest to x's exact
+    value rounded half-even to 4 decimals): k = rint(x * 1e4) is that integer unless
+    x * 1e4 lies within its rounding error of a half (those few go through ``round``),
+    and k / 1e4 is the double nearest to k / 10^4, as Python's result is."""
+    t = a * 1e4
+    out = np.rint(t) / 1e4
+    with np.errstate(invalid="ignore"):
+        # t's own rounding error is <= 2^-24 below 2^29, far inside 1e-6; larger or not
+        # finite values (never a busy fraction) are left to ``round``
+        near = ~(np.abs(t) < 2.0 ** 29) | (np.abs(t - np.floor(t) - 0.5) < 1e-6)
+    for i in zip(*np.nonzero(near)):
+        out[i] = round(float(a[i]), 4)
+    return out
+
+
 def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
     """Busy fraction per network link over time, in at most ``max_bins`` equal bins, and
     the same for each rank's HBM and URMA ceiling: {"bin_edges_ns": [...], "links": {name:
@@ -92,8 +108,10 @@ def link_util(net, max_bins: int = LINK_UTIL_MAX_BINS) -> dict:
     merged = np.add.reduceat(frac, starts, axis=0) / np.diff(np.append(starts, frac.shape[0]))[:, None]
     out_edges = [float(e) for e in edges[starts]] + [float(edges[-1])]
 
+    cols = round4(merged).T.tolist()        # Python floats, one list per resource, at once
+
     def series(r):
-        return [round(float(x), 4) for x in merged[:, r]]
+        return cols[r]
 
     names = net.share.names
     ports = set(net.ports.tolist())

@@ -25,8 +25,7 @@ import simpy
 
 from simnode import units
 from simnode.errors import ConfigError
-from simnode.moe.deepep import RankTimes
-from simnode.moe.deepep_trace import DeepEPTracer
+from simnode.moe.deepep_trace import DeepEPTracer, RankTimes
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest

@@ -410,3 +410,80 @@ def test_a_large_interpreted_solve_in_numpy_matches_the_sequential_fill(monkeypa
     seq, m = _all_to_all(24, 1)
     assert n == m and n > 2
     assert vec == pytest.approx(seq, rel=1e-12, abs=0.0)
+
+
+def _solo_group_run(compiled: bool, seed: int, window: float):
+    """Groups whose members all have rows of their own (solo classes, released as arrays)
+    mixed with single transfers (keyed classes) that end in the same completion groups,
+    with a series; returns served times, bytes per resource and the series' bins."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env, batch_window_ns=window, series_bins=16, series_bin_ns=20.0)
+    res = share.add_resources([f"r{i}" for i in range(6)], rng.integers(5, 50, 6))
+    if compiled:
+        share.compile_now()
+        if not share.compiled:
+            pytest.skip("numba is not installed")
+    served = {}
+
+    def src(i):
+        for k in range(5):
+            yield env.timeout(float(rng.integers(0, 15)))
+            m = int(rng.integers(3, 7))
+            rows = [list(rng.choice(res, size=int(rng.integers(1, 4)), replace=False)) for _ in range(m)]
+            width = max(len(r) for r in rows)
+            rows = [r + [-1] * (width - len(r)) for r in rows]
+            g = share.start_group(rng.integers(10, 200, m).astype(float), rows,
+                                  rng.uniform(0.5, 2.0, (m, width)), rng.choice([20.0, np.inf], m), 1.0)
+            g.callbacks.append(lambda _e, g=g, i=i, k=k: served.update(
+                {(i, k, j): t for j, t in enumerate(g.served_ns.tolist())}))
+            tr = share.start(float(rng.integers(10, 200)), (int(res[i % 6]), int(res[(i + 1) % 6])))
+            tr.callbacks.append(lambda _e, tr=tr, key=(i, k): served.update({key: tr.served_ns}))
+            yield g
+
+    for i in range(4):
+        env.process(src(i))
+    env.run()
+    share.sync()
+    return served, share.bytes_by_resource.tolist(), share.series.bytes.copy()
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("window", [0.0, 4.0])
+def test_solo_group_members_release_alike_interpreted_and_compiled(seed, window):
+    """Group members in classes of their own are committed and released as arrays in both
+    forms (interpreted: from the class lists): the same served times, bytes and series."""
+    a = _solo_group_run(False, seed, window)
+    b = _solo_group_run(True, seed, window)
+    assert a[0] == b[0]
+    assert a[1] == pytest.approx(b[1], rel=1e-12)
+    np.testing.assert_allclose(a[2], b[2], rtol=1e-12, atol=1e-9)
+
+
+def test_has_repeats_is_exact_even_when_hashes_meet():
+    """``_has_repeats`` answers as ``np.unique`` does: for random rows, and for rows made to
+    meet in the hash while they differ (with and without a real repeat among them)."""
+    from simnode.engine.share import _HASH, _has_repeats
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n, width = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+        key = rng.integers(-1, 6, (n, width)).astype(np.int64)
+        assert _has_repeats(key) == (np.unique(key, axis=0).shape[0] < n)
+    m0, m1 = int(_HASH[0]), int(_HASH[1])
+    a = np.array([[5, 7]], dtype=np.int64)
+    twin = np.array([[5 + m1, 7 - m0]], dtype=np.int64)   # same hash (mod 2^64), another row
+    assert ((a * _HASH[:2]).sum(axis=1) == (twin * _HASH[:2]).sum(axis=1)).all()
+    assert not _has_repeats(np.vstack([a, twin]))
+    assert _has_repeats(np.vstack([a, twin, a]))
+    assert _has_repeats(np.vstack([twin, a, np.array([[1, 2]]), twin]))
+
+
+def test_group_of_members_without_resources_is_served_at_its_caps():
+    """Rows with no resource at all (zero columns): each member is served at size / cap."""
+    env = simpy.Environment()
+    share = Share(env)
+    share.add_resource("a", 10.0)
+    g = share.start_group([10.0, 20.0], np.zeros((2, 0), dtype=np.int64), np.zeros((2, 0)),
+                          [5.0, 4.0], 0.0)
+    env.run()
+    assert g.served_ns.tolist() == [2.0, 5.0]
