@@ -100,6 +100,9 @@ class VectorSpec:
     vf_issue_ports: int = param(1, doc="execution units (EXUs) a SIMD VF issues compute instructions "
                                 "to; two independent ones issue in the same cycle", unit="EXUs",
                                 min=1, origin="")
+    vf_issue_per_cycle: float = param(0, doc="compute instructions a SIMD VF issues per cycle as "
+                                      "measured, at most vf_issue_ports (0 = vf_issue_ports)",
+                                      unit="instructions/cycle", min=0, origin="")
     vf_sfu_interval_cycles: float = param(1, doc="cycles between two special-function instructions "
                                           "(exp, ln, div) on one EXU", min=1, origin="")
     vf_load_ports: int = param(2, doc="UB -> register load instructions a VF starts per cycle",
@@ -130,7 +133,8 @@ class VectorSpec:
         Element-wise work (``simple`` / ``div`` / ``special`` / ``fp4_decode``) streams at its
         class rate beside ``ub_bytes`` of UB traffic and the FP4 decoder. A SIMD VF counted
         instruction by instruction (``vf_alu``) is priced from its mechanisms: its compute
-        instructions over ``vf_issue_ports`` EXUs at one per EXU per cycle, the EXU0-only
+        instructions over ``vf_issue_ports`` EXUs at one per EXU per cycle (or at
+        ``vf_issue_per_cycle`` if the chip file gives a lower measured rate), the EXU0-only
         ones (``exu0_ops``) on one EXU, its special functions (``sfu_ops``) one per
         ``vf_sfu_interval_cycles`` per EXU, its loads and stores on their ports, whichever is
         slowest or, if longer, its longest chain of dependent instructions (``chain``: a count
@@ -143,6 +147,8 @@ class VectorSpec:
             return max(ins.ops / rate, stream)
         lane_rate = self.ops_per_cycle["vf_alu"]          # one EXU
         ports = self.vf_issue_ports
+        if self.vf_issue_per_cycle:                       # the measured issue rate, if given
+            ports = min(ports, self.vf_issue_per_cycle)
         return max(stream,
                    (ins.ops + ins.sfu_ops) / (lane_rate * ports),    # an issue slot each
                    ins.exu0_ops / lane_rate,                         # EXU0-only work

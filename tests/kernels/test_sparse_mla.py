@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from simnode.errors import ScheduleError
@@ -180,11 +182,15 @@ def test_vector_functions_cost_s2s_instructions(chip):
     assert fp8.op_class == pro8.op_class == "vf_alu"
     assert fp4.ops == 32 * 8 * 64 and pro4.ops == (4 + 8 * 4) * 64 and fp4.decode_bytes == 32 * 512 * 2
     assert fp4.decode_bytes / chip.vector.fp4_decode_B_per_cycle == 512
-    # priced on 2 EXUs: FP8's 704 instructions take 352 cycles, its 128 stores on one port
-    # fewer; the FP4 body is paced by its decoder
+    # at the calibrated one instruction per cycle (vf_issue_per_cycle) FP8's 704 instructions
+    # take 704 cycles; on the hardware's 2 EXUs (the sourced what-if) 352, its 128 stores on
+    # one port fewer. The FP4 body is paced by its decoder either way
     v = chip.vector
-    assert v.cycles(fp8) == pytest.approx(32 * 22 / 2)
+    assert v.cycles(fp8) == pytest.approx(32 * 22)
     assert v.cycles(fp4) == pytest.approx(512)
+    dual = dataclasses.replace(v, vf_issue_per_cycle=0)
+    assert dual.cycles(fp8) == pytest.approx(32 * 22 / 2)
+    assert dual.cycles(fp4) == pytest.approx(512)
     # softmax of a later block in its 4 phases between barriers; 32 exps (one per register)
     phases = vf.softmax(32, 64, first=False)
     assert len(phases) == 4 and sum(ph.sfu_ops for ph in phases) == (32 + 1) * 64
@@ -202,8 +208,9 @@ def test_a_vf_is_priced_by_its_exus_ports_chain_and_fixed_start(chip):
     """VectorSpec.cycles (topologies/ascend950dt.yaml, VfSimulator / CANN dual-issue): 2 EXUs
     at one instruction each per cycle; EXU0-only work on one; special functions every 4
     cycles per EXU; 2 load ports, 1 store port, 2 UB slots; the longest dependent chain if
-    longer; 23 + 12 cycles per call."""
-    v = chip.vector
+    longer; 23 + 12 cycles per call. (The sourced mechanisms, without the calibrated issue
+    rate: the next test.)"""
+    v = dataclasses.replace(chip.vector, vf_issue_per_cycle=0)
     fixed = v.vf_startup_cycles + v.vf_drain_cycles
     assert (v.vf_issue_ports, v.ops_per_cycle["vf_alu"], fixed) == (2, 64, 35)
 
@@ -220,6 +227,23 @@ def test_a_vf_is_priced_by_its_exus_ports_chain_and_fixed_start(chip):
     assert cyc(alu=100, vf_calls=1) == 50 + fixed
     # the element-wise classes keep their rates, and a VF without EXU data keeps its old price
     assert v.cycles(isa.VecOp(51 * 10, "simple", 256)) == 10
+
+
+def test_the_calibrated_issue_rate_caps_compute_issue_and_nothing_else(chip):
+    """vf_issue_per_cycle (calibrated, 1 on the 950DT) takes the place of the EXU count for
+    compute and special-function issue; loads, stores, chains and the call cost keep their
+    prices, and a rate above the EXU count changes nothing."""
+    v = chip.vector
+    assert (v.vf_issue_ports, v.vf_issue_per_cycle) == (2, 1)
+
+    def cyc(spec, **kw):
+        return spec.cycles(isa.VecOp(kw.pop("alu", 0) * 64, "vf_alu", **kw))
+    assert cyc(v, alu=100) == 100
+    assert cyc(v, sfu_ops=10 * 64) == 40                       # 10 exps, 4 cycles each
+    assert cyc(v, alu=10, loads=40) == 20 and cyc(v, alu=10, stores=40) == 40
+    assert cyc(v, alu=2, chain=(1, 0, 2, 0, 0, 0)) == 9 + 2 * 7
+    dual = dataclasses.replace(v, vf_issue_per_cycle=0)
+    assert cyc(dataclasses.replace(v, vf_issue_per_cycle=3), alu=100) == cyc(dual, alu=100) == 50
 
 
 def test_a_chip_file_without_vf_fields_prices_a_vf_by_its_rate_alone(repo_root):
@@ -247,8 +271,10 @@ def test_decode_kv_bypasses_l2_unless_the_cache_is_small_and_reused_as_s2_decide
 
 
 def test_every_pipe_starts_after_the_launch_and_the_cold_start(chip):
-    """facts 1.2, S6: kernel launch + InitSocState (1.9 us), then the calibrated cold start,
-    on each unit's scalar pipe; every other pipe waits for them."""
+    """facts 1.2, S6: kernel launch + InitSocState (1.9 us), then a cold start if one is set
+    (a what-if: none is modeled by default), on each unit's scalar pipe; every other pipe
+    waits for them."""
+    assert SparseMlaParams().cold_start_ns == 0
     prog = _sched(chip, n_q=8, kernel_launch_ns=1900, cold_start_ns=500).cores[0]
     for (unit, pipe), ins in prog.pipes.items():
         if pipe == "s":

@@ -101,7 +101,8 @@ def test_c_alone_1c1v_with_an_aiv_as_strong_as_two_is_fixpipe_bound_below_73(top
     chip["vector"]["ub_bandwidth_B_per_cycle"] *= 2
     for op in chip["vector"]["ops_per_cycle"]:
         chip["vector"]["ops_per_cycle"][op] *= 2
-    for ports in ("vf_issue_ports", "vf_load_ports", "vf_store_ports", "vf_ub_slots"):
+    for ports in ("vf_issue_ports", "vf_issue_per_cycle", "vf_load_ports", "vf_store_ports",
+                  "vf_ub_slots"):
         chip["vector"][ports] *= 2
     # one VF call does two AIVs' work in the time of one: its fixed start and drain and its
     # dependent chains take half
@@ -136,19 +137,18 @@ def test_decode_tflops_rises_with_batch_as_the_per_launch_time_amortizes(go):
     assert KERNEL_LAUNCH_NS + COLD_START_NS < fixed < KERNEL_LAUNCH_NS + COLD_START_NS + per_item
 
 
-def test_decode_fp4_extra_cache_is_faster_than_fp8_by_its_smaller_gathers(go):
+def test_decode_fp4_extra_cache_is_faster_than_fp8_by_its_smaller_gathers_and_dequant(go):
     # FP4 rows are 288 B against FP8's 528 B (facts 2.2), so the AIVs' gathers move fewer
-    # bytes and their MTE2 is less busy. The FP4 VF itself is paced by its decoder (512
-    # cycles per 32 tokens, facts 1.2, S3) against FP8's 22 instructions per token over two
-    # EXUs (~350 cycles), so the vector pipe is busier with FP4: the gain is the gathers'.
-    # (At batch 8, one item per core, the model has FP4 slightly slower: S8 measured no such
-    # batch.)
+    # bytes and their MTE2 is less busy. The FP4 VF is paced by its decoder (512 cycles per
+    # 32 tokens, facts 1.2, S3), FP8's by its 22 instructions per token at the calibrated
+    # one per cycle (704; topologies/ascend950dt.yaml vf_issue_per_cycle), so the vector
+    # pipe is less busy with FP4 too.
     fp4 = go(mode="decode", batch=64, extra_dtype="fp4")
     fp8 = go(mode="decode", batch=64, extra_dtype="fp8")
     assert fp4.makespan_ns < 0.97 * fp8.makespan_ns
     v_fp4 = fp4.pipe_busy_frac["aiv.v"] * fp4.makespan_ns
     v_fp8 = fp8.pipe_busy_frac["aiv.v"] * fp8.makespan_ns
-    assert v_fp4 > v_fp8
+    assert v_fp4 < v_fp8
     g_fp4 = fp4.pipe_busy_frac["aiv.mte2"] * fp4.makespan_ns
     g_fp8 = fp8.pipe_busy_frac["aiv.mte2"] * fp8.makespan_ns
     assert g_fp4 < 0.75 * g_fp8
