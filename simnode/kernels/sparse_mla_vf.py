@@ -18,10 +18,12 @@ Each VF becomes ``VecOp`` records of class ``vf_alu`` with these counts (``ops``
 element-ops, 64 per full-register instruction: a 16-bit lane is half an fp32 op, so a
 128-lane bf16 instruction is 64 too), its UB bytes each way, the FP4 bytes it decodes, and
 its longest chain of dependent instructions. The chip prices them
-(``config.chip.VectorSpec.cycles``): compute over 2 EXUs, EXU0-only work on one, loads and
-stores on their ports, or the chain if longer, plus a fixed start and drain per call. A VF
-whose body is split by ``asc_mem_bar`` (later loads wait for earlier stores) is one record per
-phase between barriers, so its phases add up; only the first record carries the call.
+(``config.chip.VectorSpec.cycles``): compute over 2 EXUs (at the 950DT's calibrated issue
+rate of one per cycle, topologies/ascend950dt.yaml ``vf_issue_per_cycle``), EXU0-only work on
+one, loads and stores on their ports, or the chain if longer, plus a fixed start and drain
+per call. A VF whose body is split by ``asc_mem_bar`` (later loads wait for earlier stores) is
+one record per phase between barriers, so its phases add up; only the first record carries
+the call.
 
 Counts are per AIV and per call, as functions of the call's shape, so the other plans
 (1C1V's 64 rows, ``b_topk``) are costed by the same code paths. Main names:
