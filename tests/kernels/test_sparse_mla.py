@@ -292,3 +292,11 @@ def test_each_item_writes_its_lse_and_prefill_its_max_logits(chip):
                       if type(i) is isa.Copy and i.path == "ub_to_gm" and i.gm_key[0] != "o")
     assert written(n_q=32) == ["lse", "max_logits"]            # core 0: one item
     assert written(mode="decode", batch=8, s_q=4) == ["lse"]
+
+
+def test_cli_rejects_a_negative_vf_issue_rate_naming_the_key(cli, topology_path, repo_root,
+                                                             user_error):
+    res = cli("run", topology_path, repo_root / "workloads" / "sparse-mla-decode.yaml",
+              "--set", "topology.chip.vector.vf_issue_per_cycle=-1")
+    user_error(res, "ascend950dt.yaml (with --set overrides)",
+               "chip.vector.vf_issue_per_cycle = -1", "expected a number >= 0", nothing_ran=True)
