@@ -479,13 +479,9 @@ class ChipSim:
             lat = chip.cube.mmad_latency_cycles * cyc        # pipelined: completes later
             span = (ins.label or "mmad", {"m": ins.m, "n": ins.n, "k": ins.k, "dtype": ins.dtype})
         elif typ is isa.VecOp:
-            vec = chip.vector
-            rate = vec.fp4_decode_B_per_cycle if ins.op_class == "fp4_decode" \
-                else vec.ops_per_cycle[ins.op_class]
             # one VF streams through load, decoder, ALU and store at once: the slowest
             # stage sets its time (facts 1.2: decoder, VALU and VRF<->UB rates, S3/S8)
-            dur = max(ins.ops / rate, ins.ub_bytes / vec.ub_bandwidth_B_per_cycle,
-                      ins.decode_bytes / vec.fp4_decode_B_per_cycle) * cyc
+            dur = chip.vector.cycles(ins) * cyc
             lat = 0.0
             span = (ins.label or "vec", {"ops": ins.ops})
         elif typ is isa.Scalar or typ is isa.Delay:

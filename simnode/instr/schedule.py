@@ -169,15 +169,14 @@ def _from_record(rec: dict):
     if cls is None:
         raise ScheduleError(f"unknown instruction record {rec!r}; "
                             f"expected op one of {', '.join(_BY_NAME)}.")
-    if isinstance(rec.get("gm_key"), list):
-        rec["gm_key"] = _tuplify(rec["gm_key"])
-    if isinstance(rec.get("regions"), list):
-        rec["regions"] = _tuplify(rec["regions"])
+    for field in ("gm_key", "regions", "chain"):      # VecOp.chain: counts per latency kind
+        if isinstance(rec.get(field), list):
+            rec[field] = _tuplify(rec[field])
     return cls(**rec)
 
 
 def _tuplify(value):
-    """JSON turns tuples into lists; region keys are tuples again on the way back."""
+    """JSON turns tuples into lists; region keys and chains are tuples again on the way back."""
     return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
 
 

@@ -120,11 +120,11 @@ def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
 
 def _launch(prog, launch_ns: float, cold_ns: float) -> None:
     """The per-launch time before any unit's first instruction: kernel launch + InitSocState
-    (facts 1.2, S6: ~1.9 us; S2 calls AscendC::InitSocState() first) and the cold start
-    (calibrated, see sparse_mla.COLD_START_NS). Each unit's scalar pipe spends it, then
-    releases the unit's other pipes (set s -> pipe, event 0)."""
+    (facts 1.2, S6: ~1.9 us; S2 calls AscendC::InitSocState() first) and the cold start (a
+    what-if, 0 by default: see sparse_mla.COLD_START_NS). Each unit's scalar pipe spends it,
+    then releases the unit's other pipes (set s -> pipe, event 0)."""
     delays = [isa.Delay(ns, label) for ns, label in ((launch_ns, "kernel launch + InitSocState"),
-                                                     (cold_ns, "cold start (calibrated)")) if ns > 0]
+                                                     (cold_ns, "cold start")) if ns > 0]
     if not delays:
         return
     for unit in sorted({u for u, _ in prog.pipes}):

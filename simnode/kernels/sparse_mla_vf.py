@@ -1,14 +1,29 @@
 """The vector functions (VFs) of FlashMLA's Ascend kernel, costed by their instructions.
 
 FlashMLA's AIVs do their vector work in SIMD VFs (S2 ``kernel_body.h``). Each VF here is
-counted as S2 writes it: its ALU instructions (each over one full 256 B vector register),
-the bytes it loads from and stores to UB, and, for FP4, the elements that pass the FP4
-decoder. ``VecOp`` records then price them with the chip's rates: an instruction over a
-full register is 64 fp32 element-ops (a 16-bit lane is half an fp32 op, so a 128-lane bf16
-instruction is 64 too), at the chip's ``vf_alu`` rate for ALU instructions (calibrated, see
-topologies/ascend950dt.yaml) and its ``special`` rate for exp and ln (8 per cycle, facts 1.2,
-S8); loads and stores stream at 256 B/cycle beside the ALU (facts 1.2, S8), and FP4 rows
-through the decoder at its rate (facts 1.2, S3).
+counted as S2 writes it, intrinsic by intrinsic, and each intrinsic is mapped to the RV
+instruction it issues and that instruction's execution-unit class in the camodel-extracted VF
+model tilesim/VfSimulator (configs/isa.json ``dispatch_exu``):
+
+- EXU01 (either of the two EXUs): add/sub/mul/madd/min/max, shifts, or, compares, selects,
+  the bf16/fp8 conversions (VCVT), the lane-index generator (VCI), VCGMAX (``asc_reduce_max_
+  datablock``), the FP4 conversion (its decoding priced by the FP4 decoder, facts 1.2, S3);
+- EXU0 only: (de)interleave (VINTLV / VDINTLV, only EXU0 observed, VfSimulator docs/
+  interleave_modeling.md), duplicate (VDUP), in-register reductions (VCMAX, VCADD);
+- special functions (SFU, EXU01 at an initiation interval, isa.json): exp (``asc_exp_sub``
+  = VEXPDIF), ln, div;
+- loads (VLDS and its unpack / broadcast / gather forms) and stores (VSTS, VSSTB).
+
+Each VF becomes ``VecOp`` records of class ``vf_alu`` with these counts (``ops`` are fp32
+element-ops, 64 per full-register instruction: a 16-bit lane is half an fp32 op, so a
+128-lane bf16 instruction is 64 too), its UB bytes each way, the FP4 bytes it decodes, and
+its longest chain of dependent instructions. The chip prices them
+(``config.chip.VectorSpec.cycles``): compute over 2 EXUs (at the 950DT's calibrated issue
+rate of one per cycle, topologies/ascend950dt.yaml ``vf_issue_per_cycle``), EXU0-only work on
+one, loads and stores on their ports, or the chain if longer, plus a fixed start and drain
+per call. A VF whose body is split by ``asc_mem_bar`` (later loads wait for earlier stores) is
+one record per phase between barriers, so its phases add up; only the first record carries
+the call.
 
 Counts are per AIV and per call, as functions of the call's shape, so the other plans
 (1C1V's 64 rows, ``b_topk``) are costed by the same code paths. Main names:
@@ -17,10 +32,13 @@ Counts are per AIV and per call, as functions of the call's shape, so the other 
 (``add_and_scale_o_vf``), ``final_lse`` (``get_final_lse_and_denorm_vf``), ``final_output``
 (``get_final_output_vf``) and ``clear_kv`` (``clear_kv_buf_vf``).
 
-Assumptions a reader could doubt: every ALU instruction costs the same, whatever it does
-(no source rates conversions, shifts, selects, (de)interleaves or reductions apart from
-arithmetic); a VF's special-function instructions run after its other ALU work, not beside
-it (S8: special functions are iterative).
+Assumptions a reader could doubt (each a line below where it is used):
+- instructions VfSimulator does not list are classed with their nearest listed relative
+  (VMULL, VADDC, the fp8 VCVTs as EXU01 ALU; VCGADD like VCGMAX; VCPADD like VCADD, EXU0 only);
+- iterations of a loop are independent but for their pointers, so the OoO VF overlaps them and
+  a loop's chain is one iteration's (its 68 physical registers are not modeled as a limit);
+- same-EXU initiation intervals between unlike instructions (InitiationInterval.json: mostly
+  1, a few pairs 2-3) are taken as 1.
 """
 
 from __future__ import annotations
@@ -35,85 +53,146 @@ from simnode.instr import isa
 REG_OPS = 64
 REG_BYTES = 256
 D = 512                   # facts 2.2, S2 config.h D_QK = D_VO = 512
-# kv_dequant_and_nd2nz_for_decode_vf, V41 (FP8) branch, per token: 2 asc_intlv (scale
-# broadcast), then per 128-element chunk asc_e4m32float, asc_e4m32float_v3, asc_shiftright,
-# asc_or (FP8 -> packed bf16) and asc_mul (scale): 2 + 4 x 5
-FP8_ALU_PER_TOKEN = 2 + (D // 128) * 5
-FP8_SCALE_ROWS = 8        # its scale prologue converts 8 rows per asc_gather ...
-FP8_ALU_PER_SCALE_STEP = 2  # ... with asc_min_scalar and asc_shiftleft_scalar (UE8M0 -> bf16)
-# V41_FP4 branch, per token: per 128-element chunk asc_e2m1x22bfloat16 (the FP4 decoder)
-# and asc_mul (scale)
-FP4_ALU_PER_TOKEN = (D // 128) * 2
-FP4_SCALE_ROWS = 4        # its scale prologue converts 4 rows per asc_gather ...
-FP4_ALU_PER_SCALE_STEP = 4  # ... with 2 asc_e4m32float, asc_shiftright, asc_or (E4M3 -> bf16)
-# process_kv_index_vf, per pair of index registers (2 x 64 int32 indices): decode computes
-# page block and offset of both tokens of a gather2 pair (asc_deintlv, min/max, 2 validity
-# compares, 2 x 4 for the fast div-mod, the offset and stride in 64 bits: 28 instructions);
-# prefill only multiplies by the row size (10)
-INDEX_ALU_PER_PAIR = {"decode": 28, "prefill": 10}
-INDEX_ALU_SETUP = {"decode": 7, "prefill": 4}    # duplicated constants, asc_arange, deinterleave
-INDEX_STORES_PER_PAIR = 6                        # smaller, larger, 2 x int64 offset, 2 x stride
-INDEX_BLOCK = 640                                # facts 3.4: INDEX_BLOCK_SIZE; prefill walks it all
+CHUNKS = D // 128         # 128-element (one bf16 register) chunks of a KV row
+FP8_SCALE_ROWS = 8        # S2: the FP8 scale prologue converts 8 rows per asc_gather ...
+FP4_SCALE_ROWS = 4        # ... the FP4 one 4 rows
+INDEX_BLOCK = 640         # facts 3.4: INDEX_BLOCK_SIZE; prefill walks it all
 
 
-def _vec(alu: float, loads: float, stores: float, label: str, special: float = 0,
-         decode: float = 0) -> tuple:
-    """VecOps of one VF: its ALU instructions (with the UB traffic and FP4 decoding that
-    stream beside it: reads and writes overlap, so the larger direction sets the UB time,
-    as for ND2NZ, facts 3.3 S1), then its special-function instructions if any."""
-    out = [isa.VecOp(alu * REG_OPS, "vf_alu", int(max(loads, stores)), label, int(decode))]
-    if special:
-        out.append(isa.VecOp(special * REG_OPS, "special", 0, f"{label}: exp/ln"))
-    return tuple(out)
+def _chain(load=0, store=0, alu=0, intlv=0, reduce=0, sfu=0) -> tuple:
+    """A dependent chain as a count per ``config.chip.VF_LATENCY_CLASSES``."""
+    return (load, store, alu, intlv, reduce, sfu)
+
+
+def _vf(label: str, *, alu=0.0, exu0=0.0, sfu=0.0, loads=0, stores=0, load_bytes=0,
+        store_bytes=0, decode=0, chain=(), call=True) -> isa.VecOp:
+    """One VF phase: ``alu`` compute instructions (EXU0-only ones included, ``exu0`` of them),
+    ``sfu`` special-function instructions beside them, load and store instructions and the
+    bytes they move (reads and writes overlap, so the larger direction sets the UB time, as
+    for ND2NZ, facts 3.3 S1), FP4 bytes decoded, and the phase's longest dependent chain."""
+    return isa.VecOp(alu * REG_OPS, "vf_alu", int(max(load_bytes, store_bytes)), label,
+                     int(decode), exu0_ops=exu0 * REG_OPS, sfu_ops=sfu * REG_OPS,
+                     loads=int(loads), stores=int(stores), vf_calls=1 if call else 0,
+                     chain=chain)
 
 
 @lru_cache(maxsize=None)
 def dequant(dtype: str, tokens: int, row_bytes: int) -> tuple:
     """One AIV's dequant + ND2NZ of ``tokens`` gathered rows (``row_bytes`` each in UB) to
-    bf16 NZ (S2 kv_dequant_and_nd2nz_for_decode_vf)."""
-    stores = tokens * D * 2                                   # vsstb: bf16 NZ rows
+    bf16 NZ (S2 kv_dequant_and_nd2nz_for_decode_vf): a scale prologue, a memory barrier, then
+    the per-token loop (``#pragma unroll 1``, its 4 chunks unrolled)."""
+    stores = tokens * CHUNKS                                  # vsstb: bf16 NZ, one per chunk
     if dtype == "fp8":
         steps = math.ceil(tokens / FP8_SCALE_ROWS)
-        alu = tokens * FP8_ALU_PER_TOKEN + steps * FP8_ALU_PER_SCALE_STEP
-        # asc_loadalign_unpack reads the 512 payload bytes, two broadcast loads the scales
-        loads = tokens * (D + 2 * 32) + steps * REG_BYTES // 2
-        return _vec(alu, loads, stores + steps * REG_BYTES, "dequant FP8 + ND2NZ")
+        # prologue: arange (VCI), shift, mul, add; per 8 rows: asc_gather (a load), min,
+        # shift left (UE8M0 -> bf16), store; chain gather -> min -> shift -> store
+        pro = _vf("dequant FP8: scales", alu=4 + 2 * steps, loads=steps, stores=steps,
+                  load_bytes=steps * REG_BYTES // 2, store_bytes=steps * REG_BYTES,
+                  chain=_chain(load=1, alu=2, store=1))
+        # per token: 2 broadcast loads and 2 asc_intlv (EXU0) of the scales; per chunk an
+        # unpack load (128 B), asc_e4m32float, asc_e4m32float_v3, shift right, or, mul, vsstb;
+        # chain load -> convert -> shift -> or -> mul -> store
+        body = _vf("dequant FP8 + ND2NZ", alu=tokens * (2 + CHUNKS * 5), exu0=tokens * 2,
+                   loads=tokens * (2 + CHUNKS), stores=stores,
+                   load_bytes=tokens * (D + 2 * 32), store_bytes=stores * REG_BYTES,
+                   chain=_chain(load=1, alu=4, store=1), call=False)
+        return (pro, body)
     if dtype == "fp4":
         steps = math.ceil(tokens / FP4_SCALE_ROWS)
-        alu = tokens * FP4_ALU_PER_TOKEN + steps * FP4_ALU_PER_SCALE_STEP
-        loads = tokens * (D // 2 + (D // 128) * 32) + steps * REG_BYTES // 2
-        # the FP4 decoder's rate is in decoded bytes (facts 1.2, S3 heuristics.hpp: "512
-        # decoded bytes per eight vector cycles"); asc_e2m1x22bfloat16 decodes to bf16
-        return _vec(alu, loads, stores + steps * REG_BYTES, "dequant FP4 + ND2NZ",
-                    decode=tokens * D * 2)
+        # prologue: arange, 2 shifts, add; per 4 rows: asc_gather, 2 asc_e4m32float, shift,
+        # or (E4M3 -> bf16), store
+        pro = _vf("dequant FP4: scales", alu=4 + 4 * steps, loads=steps, stores=steps,
+                  load_bytes=steps * REG_BYTES // 2, store_bytes=steps * REG_BYTES,
+                  chain=_chain(load=1, alu=3, store=1))
+        # per chunk: a broadcast load (scale), an unpack4 load (64 B), asc_e2m1x22bfloat16
+        # (through the FP4 decoder: its rate is in decoded bytes, facts 1.2, S3
+        # heuristics.hpp "512 decoded bytes per eight vector cycles"), mul, vsstb
+        body = _vf("dequant FP4 + ND2NZ", alu=tokens * CHUNKS * 2,
+                   loads=tokens * CHUNKS * 2, stores=stores,
+                   load_bytes=tokens * (D // 2 + CHUNKS * 32), store_bytes=stores * REG_BYTES,
+                   decode=tokens * D * 2, chain=_chain(load=1, alu=2, store=1), call=False)
+        return (pro, body)
     raise ValueError(f"no dequant VF for '{dtype}'")
 
 
 @lru_cache(maxsize=None)
 def nd2nz(tokens: int) -> tuple:
     """Prefill's kv_nd2nz_for_prefill_vf: bf16 rows to NZ with loads and vsstb stores only,
-    at the UB rate (facts 3.3, S1: it "achieves peak UB read and write throughput")."""
-    return (isa.VecOp(0, "vf_alu", tokens * D * 2, "ND2NZ"),)
+    one of each per register (facts 3.3, S1: it "achieves peak UB read and write
+    throughput")."""
+    regs = tokens * D * 2 // REG_BYTES
+    return (_vf("ND2NZ", loads=regs, stores=regs, load_bytes=regs * REG_BYTES,
+                store_bytes=regs * REG_BYTES, chain=_chain(load=1, store=1)),)
 
 
 @lru_cache(maxsize=None)
 def softmax(rows: int, cols: int, first: bool) -> tuple:
-    """One AIV's softmax_vf over its ``rows`` x ``cols`` block of P (S2): column masks from
-    the index pairs, the row max (vmax per 4 rows x 16 columns, then 4 reductions per 4
-    rows), for a later block the rescale decision (7 + one exp), then per 8 rows: scale, exp,
-    row sum and bf16 cast of every register, 3 to merge and pack each pair of column groups,
-    6 for the row sums; a later block also scales the old max and folds the old sum in."""
-    groups = math.ceil(cols / 16)
-    regs = rows * cols / REG_OPS                   # fp32 registers of P
-    row_iters = math.ceil(rows / 8)
-    alu = 2 * groups + regs + 4 * math.ceil(rows / 4)
-    alu += row_iters * (2 + 3 * (cols / 8) - 2 + 3 * math.ceil(cols / 32) + 6)
-    special = regs
+    """One AIV's softmax_vf over its ``rows`` x ``cols`` block of P (S2), in its three phases
+    between memory barriers: column masks and row maxima; the rescale decision (a later block)
+    or the copy of the maxima (the first); then per 8 rows scale, exp, row sum and bf16 cast
+    of every register, and (a later block) the old sum folded in."""
+    groups = math.ceil(cols / 16)          # 16-column groups (one column mask each)
+    pairs = math.ceil(groups / 2)
+    quads, octs = math.ceil(rows / 4), math.ceil(rows / 8)
+    # A. per column group: 2 broadcast loads of the index pairs, asc_intlv (EXU0), compare;
+    # per 4 rows: the running max (a load, or a VDUP on the first block), per group a load of
+    # P and a vmax, then VCGMAX, asc_deintlv (EXU0), max, asc_intlv (EXU0), a store. The
+    # 4-row iterations are independent; the chain runs through one: P load, the vmax of every
+    # group in turn, VCGMAX, deintlv, max, intlv, store. A later block first loads the old
+    # max and sum and scales the max.
+    alu = 2 * groups + quads * (groups + 4) + (0 if not first else quads) + (0 if first else 1)
+    exu0 = groups + quads * 2 + (quads if first else 0)
+    loads = 2 * groups + quads * (groups + (0 if first else 1)) + (0 if first else 2)
+    a = _vf("softmax", alu=alu, exu0=exu0, loads=loads, stores=quads,
+            load_bytes=loads * REG_BYTES, store_bytes=quads * 32,
+            chain=_chain(load=1, alu=groups + 1, reduce=1, intlv=2, store=1))
+    if first:
+        # B. load the maxima, store them as the O maxima
+        b = _vf("softmax: O max", loads=1, stores=1, load_bytes=REG_BYTES,
+                store_bytes=REG_BYTES, chain=_chain(load=1, store=1), call=False)
+    else:
+        # B. load new and O maxima, sub, VCMAX (EXU0), VDUP (EXU0), compare, select, store
+        # (the decision is what the exp phase reads, after a barrier); beside it 2 muls and
+        # asc_exp_sub give the rescale factors, stored twice
+        b = _vf("softmax: rescale decision", alu=7, exu0=2, sfu=1, loads=2, stores=3,
+                load_bytes=2 * REG_BYTES, store_bytes=3 * REG_BYTES,
+                chain=_chain(load=1, alu=4, reduce=1, store=1), call=False)
+    # C. per 8 rows: 2 loads and muls of the O maxima; per pair of column groups 4 x (load,
+    # mul, asc_exp_sub, add into the row sum but the first, bf16 cast), 2 adds, asc_deintlv
+    # (EXU0), 2 stores; then per row half VCGADD, VCPADD (EXU0, as VCADD), asc_intlv (EXU0),
+    # a store. Chain through one 8-row iteration: load, mul, exp, the row-sum adds of every
+    # group, the two reductions, intlv, store. A later block then folds in the old sum
+    # (load, madd, store) after a barrier.
+    alu = octs * (2 + pairs * (4 + 4 + 4 + 2 + 1) - 2 + 2 * 3)
+    exu0 = octs * (pairs + 2 * 2)
+    sfu = octs * pairs * 4
+    loads = octs * (2 + pairs * 4)
+    stores = octs * (pairs * 2 + 2)
+    c = _vf("softmax: exp + row sum", alu=alu, exu0=exu0, sfu=sfu, loads=loads, stores=stores,
+            load_bytes=loads * REG_BYTES, store_bytes=stores * REG_BYTES,
+            chain=_chain(load=1, alu=1 + groups, sfu=1, reduce=2, intlv=1, store=1), call=False)
+    out = [a, b, c]
     if not first:
-        alu += 1 + 7 + 1       # scale the old max; the rescale decision; fold in the old sum
-        special += 1
-    loads = 2 * rows * cols * 4                    # P read for the max, then for the exp
-    return _vec(alu, loads, rows * cols * 2, "softmax", special=special)
+        out.append(_vf("softmax: fold old sum", alu=1, loads=1, stores=1, load_bytes=REG_BYTES,
+                       store_bytes=REG_BYTES, chain=_chain(load=1, alu=1, store=1), call=False))
+    return tuple(out)
+
+
+#: process_kv_index_vf per pair of index registers (2 x 64 int32 indices): common 2 loads,
+#: asc_deintlv (EXU0), min, max, compare; decode then computes page block and offset of both
+#: tokens of a gather2 pair (a compare, 2 x 4 for the fast div-mod, the offset and the stride
+#: in 64 bits with VMULL / add / addc and 2 asc_intlv (EXU0), 2 selects, 2 subs, a mul, a
+#: shift: 24), prefill only multiplies by the row size (min, 2 x (VMULL + asc_intlv), sub: 6)
+INDEX_ALU_PER_PAIR = {"decode": 28, "prefill": 10}
+INDEX_EXU0_PER_PAIR = {"decode": 3, "prefill": 3}
+#: set-up: VDUP of the constants (EXU0: 4 decode, 1 prefill), 2 asc_arange, asc_deintlv (EXU0)
+INDEX_ALU_SETUP = {"decode": 7, "prefill": 4}
+INDEX_EXU0_SETUP = {"decode": 5, "prefill": 2}
+INDEX_STORES_PER_PAIR = 6   # smaller, larger, 2 x int64 offset, 2 x stride
+#: chain through one pair: load, deintlv, min, div-mod (mull, shift, mul, sub), mul-add
+#: (mull, add, addc), select, intlv, store (decode); load, deintlv, min, mull, intlv, store
+INDEX_CHAIN = {"decode": _chain(load=1, intlv=2, alu=9, store=1),
+               "prefill": _chain(load=1, intlv=2, alu=2, store=1)}
 
 
 @lru_cache(maxsize=None)
@@ -123,43 +202,61 @@ def process_index(mode: str, indices: int) -> tuple:
     n = INDEX_BLOCK if mode == "prefill" else max(1, indices)
     pairs = math.ceil(n / (2 * REG_OPS))
     alu = INDEX_ALU_SETUP[mode] + pairs * INDEX_ALU_PER_PAIR[mode]
-    return _vec(alu, pairs * 2 * REG_BYTES, pairs * INDEX_STORES_PER_PAIR * REG_BYTES,
-                "index preprocess")
+    exu0 = INDEX_EXU0_SETUP[mode] + pairs * INDEX_EXU0_PER_PAIR[mode]
+    stores = pairs * INDEX_STORES_PER_PAIR
+    return (_vf("index preprocess", alu=alu, exu0=exu0, loads=2 * pairs, stores=stores,
+                load_bytes=2 * pairs * REG_BYTES, store_bytes=stores * REG_BYTES,
+                chain=INDEX_CHAIN[mode]),)
 
 
 @lru_cache(maxsize=None)
 def scale_o(rows: int, frag_cols: int, add: bool) -> tuple:
-    """add_and_scale_o_vf on one O fragment after a rescale drain: per row and register,
-    load the fragment, (after the item's first drain) add the accumulator, scale, store."""
+    """add_and_scale_o_vf on one O fragment after a rescale drain: per row a broadcast load
+    of its scale; per register load the fragment, (after the item's first drain) load and add
+    the accumulator, mul, store. Chain: load, add, mul, store."""
     regs = rows * frag_cols / REG_OPS
-    loads = regs * REG_BYTES * (2 if add else 1)
-    return _vec(regs * (2 if add else 1), loads, regs * REG_BYTES, "O scale + fragment")
+    loads = rows + regs * (2 if add else 1)
+    return (_vf("O scale + fragment", alu=regs * (2 if add else 1), loads=loads, stores=regs,
+                load_bytes=regs * REG_BYTES * (2 if add else 1), store_bytes=regs * REG_BYTES,
+                chain=_chain(load=1, alu=2 if add else 1, store=1)),)
 
 
 @lru_cache(maxsize=None)
 def final_lse(sinks: bool) -> tuple:
-    """get_final_lse_and_denorm_vf, once per item: LSE = ln(sum) + max, 1 / (sum [+ exp(sink -
-    max)]) on one register of row statistics."""
+    """get_final_lse_and_denorm_vf, once per item, on one register of row statistics: 3
+    loads, 3 asc_deintlv (EXU0), compare, 2 muls, VDUP (EXU0), store; ln, add, VDUP, store
+    (LSE); [sink: load, asc_exp_sub, add]; VDUP of 1, div, VDUP, store (1 / row sum). A short
+    VF, so its dependent chain sets its time: load, deintlv, [exp, add], div, VDUP, store."""
     alu = 11 + (1 if sinks else 0)
-    out = list(_vec(alu, 4 * REG_BYTES, 3 * REG_BYTES, "final LSE + 1/sum",
-                    special=2 if sinks else 1))
-    out.append(isa.VecOp(REG_OPS, "div", 0, "1 / row sum"))
-    return tuple(out)
+    return (_vf("final LSE + 1/sum", alu=alu, exu0=7, sfu=3 if sinks else 2,
+                loads=4 if sinks else 3, stores=3, load_bytes=(4 if sinks else 3) * REG_BYTES,
+                store_bytes=3 * REG_BYTES,
+                chain=_chain(load=1, intlv=1, sfu=3 if sinks else 2, alu=1 if sinks else 0,
+                             store=1)),)
 
 
 @lru_cache(maxsize=None)
 def final_output(rows: int, frag_cols: int, add: bool) -> tuple:
-    """get_final_output_vf on one O fragment at an item's end: per pair of rows and register,
-    load, (after a rescale drain) add the accumulator, multiply by 1/sum, cast to bf16; then
-    merge and pack the two rows (3); the bf16 result is stored over the accumulator."""
+    """get_final_output_vf on one O fragment at an item's end: per pair of rows 2 broadcast
+    loads of 1/sum; per row and register load, (after a rescale drain) load and add the
+    accumulator, multiply by 1/sum, cast to bf16; then 2 adds and an asc_deintlv (EXU0) merge
+    and pack the two rows, stored (2 stores) over the accumulator."""
     regs = rows * frag_cols / REG_OPS
-    alu = regs * (3 if add else 2) + (rows / 2) * 3 * (frag_cols / 128)
-    loads = regs * REG_BYTES * (2 if add else 1)
-    return _vec(alu, loads, regs * REG_BYTES / 2, "O final: normalize, cast bf16")
+    pairs = rows / 2
+    per_pair_merge = frag_cols / 128            # merges per row pair, 3 instructions each
+    alu = regs * (3 if add else 2) + pairs * 3 * per_pair_merge
+    loads = pairs * 2 + regs * (2 if add else 1)
+    stores = pairs * 2 * per_pair_merge
+    return (_vf("O final: normalize, cast bf16", alu=alu, exu0=pairs * per_pair_merge,
+                loads=loads, stores=stores, load_bytes=regs * REG_BYTES * (2 if add else 1),
+                store_bytes=regs * REG_BYTES / 2,
+                chain=_chain(load=1, alu=(3 if add else 2) + 1, intlv=1, store=1)),)
 
 
 @lru_cache(maxsize=None)
 def clear_kv(buffer_bytes: int) -> tuple:
     """clear_kv_buf_vf over the UB gather slots at kernel start (zeros, so that a skipped
-    gather leaves no NaN behind, S2): stores only."""
-    return (isa.VecOp(0, "vf_alu", buffer_bytes, "clear KV gather buffers"),)
+    gather leaves no NaN behind, S2): a VDUP (EXU0), then one store per register."""
+    regs = math.ceil(buffer_bytes / REG_BYTES)
+    return (_vf("clear KV gather buffers", alu=1, exu0=1, stores=regs, store_bytes=buffer_bytes,
+                chain=_chain(alu=1, store=1)),)

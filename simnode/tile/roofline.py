@@ -28,9 +28,6 @@ def _durations(chip):
     fv = chip.aiv_freq_GHz
     sat = chip.cube.saturating_m_rows
     macs = chip.cube.macs_per_cycle
-    vops = chip.vector.ops_per_cycle
-    ub = chip.vector.ub_bandwidth_B_per_cycle
-    fp4 = chip.vector.fp4_decode_B_per_cycle
     paths = chip.paths
 
     def dur(ins, unit) -> float:
@@ -43,8 +40,7 @@ def _durations(chip):
             k0 = macs[ins.dtype] // 256
             return math.ceil(max(ins.m, sat) / 16) * math.ceil(ins.n / 16) * math.ceil(ins.k / k0) / f
         if t is isa.VecOp:
-            rate = fp4 if ins.op_class == "fp4_decode" else vops[ins.op_class]
-            return max(ins.ops / rate, ins.ub_bytes / ub, ins.decode_bytes / fp4) / (f if unit == "aic" else fv)
+            return chip.vector.cycles(ins) / (f if unit == "aic" else fv)
         if t is isa.Scalar:
             return ins.cycles / (f if unit == "aic" else fv)
         if t is isa.Delay:
