@@ -1017,6 +1017,12 @@ class Share:
             self._note_covers(np.unique(np.array(grown, dtype=np.int64)), 0)
         groups, self._pending_groups = self._pending_groups, []
         need = sum(g[1].shape[0] for g in groups)
+        if self.compiled and groups:
+            # widest row first, then room for them all at once: widening copies every row,
+            # so it is done before the rows are added (at EP1024, ~1 M rows copied 4 times)
+            width = max(g[3].shape[1] for g in groups)
+            if width > self._width:
+                self._widen(width)
         if self.compiled and len(self._free) < need:    # room for them all at once
             self._grow(need - len(self._free) + len(self._cls_key) // 4 + 64)
         for gid, ks, sizes, rows, weights, caps in groups:
