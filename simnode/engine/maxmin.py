@@ -44,6 +44,12 @@ import heapq
 import math
 
 REL_TOL = 1e-9      # a cap within this relative distance of the lowest fill level freezes at its cap
+#: ``_prune`` compacts the index once the slots of classes that left exceed 1/PRUNE_SLACK of
+#: the live ones (speed only: the fills skip such slots, results are the same)
+PRUNE_SLACK = 8
+#: ``_fill`` finds the lowest level by one pass over the resources per pop instead of a heap
+#: when (resources with classes)^2 <= SCAN_RATIO x incidences (speed only: the same pops)
+SCAN_RATIO = 4
 INF = math.inf
 
 
@@ -126,8 +132,14 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
             hr[hn] = r
             hv[hn] = 0
             hn += 1
-    for i in range(hn // 2 - 1, -1, -1):
-        _sift(hl, hr, hv, hn, i)
+    # few resources for the incidences (e.g. a supernode's URMA ceilings, 2 per rank, under
+    # ~10^6 message classes): nearly every pop makes most levels stale, so one pass over
+    # them per pop costs less than the heap's re-filing and rebuilds; the list stays in
+    # resource order, so the first lowest level is the one the heap would pop
+    scan = hn * hn <= SCAN_RATIO * ptr[nres]
+    if not scan:
+        for i in range(hn // 2 - 1, -1, -1):
+            _sift(hl, hr, hv, hn, i)
     cheap = [(0.0, 0)]
     cheap.pop()
     for i in range(len(act)):
@@ -139,7 +151,27 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
     while left > 0:
         lmin = INF
         lres = -1
-        if stale > hn:
+        if scan:
+            # drop the resources without classes, refresh the stale levels, take the lowest
+            n2 = 0
+            for i in range(hn):
+                r = hr[i]
+                if cnt[r] > 0:
+                    lv = hl[i]
+                    if hv[i] != ver[r]:
+                        rem = res_cap[r] - used[r]
+                        if rem < 0.0:
+                            rem = 0.0
+                        lv = rem / wsum[r]
+                    hl[n2] = lv
+                    hv[n2] = ver[r]
+                    hr[n2] = r
+                    n2 += 1
+                    if lv < lmin:
+                        lmin = lv
+                        lres = r
+            hn = n2
+        elif stale > hn:
             # many entries are stale (classes spread over many resources with levels close
             # together): rebuilding costs less than re-filing them one by one
             # (every resource with classes left has one entry: drop the others, refresh
@@ -163,7 +195,7 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
             for i in range(hn // 2 - 1, -1, -1):
                 _sift(hl, hr, hv, hn, i)
             stale = 0
-        while hn > 0:
+        while hn > 0 and not scan:
             r = hr[0]
             if cnt[r] == 0:                 # drop it
                 hn -= 1
@@ -201,11 +233,12 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
             stale += _freeze(ccls, cmin, links, wts, sw, mult, unlimited, rate, wsum, cnt, used,
                              ver, frozen)
         else:
-            hn -= 1                         # pop lres
-            hl[0] = hl[hn]
-            hr[0] = hr[hn]
-            hv[0] = hv[hn]
-            _sift(hl, hr, hv, hn, 0)
+            if not scan:                    # pop lres (scan: it has no classes left after)
+                hn -= 1
+                hl[0] = hl[hn]
+                hr[0] = hr[hn]
+                hv[0] = hv[hn]
+                _sift(hl, hr, hv, hn, 0)
             x = lmin
             done = 0
             for k in range(ptr[lres], ptr[lres + 1]):
@@ -397,9 +430,13 @@ def _sort(act, links, wts, sw, mult, nres, unlimited, info, cnt, ver, ptr, froze
 
 def _prune(act, ccap, nres, info, wsum, cnt, used, ptr, frozen, vis, zero,
            slot_cls, slot_dw, slot_blk, blk_res, blk_dw):
-    """Reuse the index for ``act`` when only classes have left since it was built: drop
-    them from its lists (which keep their order) and sum the demands over what remains,
-    as ``_count`` does, in the same order. Returns whether every class has a cap."""
+    """Reuse the index for ``act`` when only classes have left since it was built: sum the
+    demands over the classes that remain, as ``_count`` does, in the same order. The slots
+    of classes that left stay where they are (marked by ``frozen``, which the fills skip)
+    until they are more than ``1/PRUNE_SLACK`` of the live ones; then the lists are
+    compacted (they keep their order). A solve of a large run drops a few classes of
+    ~10^6: moving every slot each time cost more than summing them. Returns whether every
+    class has a cap."""
     for c in range(len(frozen)):
         frozen[c] = True                    # left (not in act)
     all_capped = True
@@ -422,6 +459,26 @@ def _prune(act, ccap, nres, info, wsum, cnt, used, ptr, frozen, vis, zero,
             zero[n0] = c
             n0 += 1
     info[N_ZERO] = n0
+    live = 0
+    for r in range(nres):
+        ws = 0.0
+        n = 0
+        u = 0.0
+        for k in range(ptr[r], ptr[r + 1]):
+            c = slot_cls[k]
+            if frozen[c]:
+                continue
+            dw = slot_dw[k]
+            ws += dw
+            n += 1
+            if all_capped:
+                u += dw * ccap[c]
+        wsum[r] = ws
+        cnt[r] = n
+        used[r] = u
+        live += n
+    if (ptr[nres] - live) * PRUNE_SLACK <= live:
+        return all_capped
     own = info[OWN] == 1
     bw = info[MOST] - 1 if own else info[MOST]
     q = 0
@@ -429,21 +486,13 @@ def _prune(act, ccap, nres, info, wsum, cnt, used, ptr, frozen, vis, zero,
     for r in range(nres):
         end = ptr[r + 1]
         ptr[r] = q
-        wsum[r] = 0.0
-        cnt[r] = 0
-        used[r] = 0.0
         for k in range(start, end):
             c = slot_cls[k]
             if frozen[c]:
                 continue
-            dw = slot_dw[k]
-            wsum[r] += dw
-            cnt[r] += 1
-            if all_capped:
-                used[r] += dw * ccap[c]
             if q != k:
                 slot_cls[q] = c
-                slot_dw[q] = dw
+                slot_dw[q] = slot_dw[k]
                 if own:
                     for t in range(bw):
                         blk_res[q * bw + t] = blk_res[k * bw + t]
@@ -858,7 +907,8 @@ def compiled():
                              _rates),
                             {"INF": INF, "REL_TOL": REL_TOL, "N_VIS": N_VIS, "N_ZERO": N_ZERO,
                              "MOST": MOST, "OWN": OWN, "GEN": GEN, "KIND": KIND,
-                             "NEED_SLOTS": NEED_SLOTS, "NEED_BLOCKS": NEED_BLOCKS})
+                             "NEED_SLOTS": NEED_SLOTS, "NEED_BLOCKS": NEED_BLOCKS,
+                             "PRUNE_SLACK": PRUNE_SLACK, "SCAN_RATIO": SCAN_RATIO})
     return fns["_rates"] if fns else None
 
 
