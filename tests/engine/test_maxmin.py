@@ -338,3 +338,29 @@ def test_vector_form_on_symmetric_ties():
     caps[3] = 1.0
     a, b = _both(links, [100.0] * (2 * R), caps, [[1.0, 1.0]] * len(links))
     assert b == pytest.approx(a, rel=1e-12, abs=0.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances(max_row=5), st.data())
+def test_level_scan_and_heap_pop_the_same(inst, data):
+    """``_fill`` finds the lowest level by a pass over the resources when they are few for
+    the incidences (``SCAN_RATIO``), else by its heap: the same pops, so bit-equal rates
+    and loads, also with an index reused after classes left (``_prune``, both with and
+    without compacting its lists, ``PRUNE_SLACK``)."""
+    links, capacity, caps, weights = inst
+    fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
+    later = sorted(data.draw(st.sets(st.integers(0, len(links) - 1))))
+    out = []
+    saved = maxmin.SCAN_RATIO, maxmin.PRUNE_SLACK
+    try:
+        for ratio, slack in ((0, 8), (10 ** 9, 8), (0, 10 ** 9), (10 ** 9, 0)):
+            maxmin.SCAN_RATIO, maxmin.PRUNE_SLACK = ratio, slack
+            p = _problem(links, capacity, caps, weights, fcfs, False)
+            s = maxmin.scratch(len(capacity), len(links))
+            err, s = maxmin.solve(maxmin._rates, (list(range(len(links))), *p, 3), s, False)
+            first = (err, list(p[9]), list(p[10]))
+            err, s = maxmin.solve(maxmin._rates, (later, *p, 3), s, False)    # reused index
+            out.append((first, (err, [p[9][c] for c in later], list(p[10]))))
+    finally:
+        maxmin.SCAN_RATIO, maxmin.PRUNE_SLACK = saved
+    assert all(o == out[0] for o in out[1:])
