@@ -47,9 +47,6 @@ REL_TOL = 1e-9      # a cap within this relative distance of the lowest fill lev
 #: ``_prune`` compacts the index once the slots of classes that left exceed 1/PRUNE_SLACK of
 #: the live ones (speed only: the fills skip such slots, results are the same)
 PRUNE_SLACK = 8
-#: ``_fill`` finds the lowest level by one pass over the resources per pop instead of a heap
-#: when (resources with classes)^2 <= SCAN_RATIO x incidences (speed only: the same pops)
-SCAN_RATIO = 4
 INF = math.inf
 
 
@@ -132,14 +129,8 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
             hr[hn] = r
             hv[hn] = 0
             hn += 1
-    # few resources for the incidences (e.g. a supernode's URMA ceilings, 2 per rank, under
-    # ~10^6 message classes): nearly every pop makes most levels stale, so one pass over
-    # them per pop costs less than the heap's re-filing and rebuilds; the list stays in
-    # resource order, so the first lowest level is the one the heap would pop
-    scan = hn * hn <= SCAN_RATIO * ptr[nres]
-    if not scan:
-        for i in range(hn // 2 - 1, -1, -1):
-            _sift(hl, hr, hv, hn, i)
+    for i in range(hn // 2 - 1, -1, -1):
+        _sift(hl, hr, hv, hn, i)
     cheap = [(0.0, 0)]
     cheap.pop()
     for i in range(len(act)):
@@ -151,27 +142,7 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
     while left > 0:
         lmin = INF
         lres = -1
-        if scan:
-            # drop the resources without classes, refresh the stale levels, take the lowest
-            n2 = 0
-            for i in range(hn):
-                r = hr[i]
-                if cnt[r] > 0:
-                    lv = hl[i]
-                    if hv[i] != ver[r]:
-                        rem = res_cap[r] - used[r]
-                        if rem < 0.0:
-                            rem = 0.0
-                        lv = rem / wsum[r]
-                    hl[n2] = lv
-                    hv[n2] = ver[r]
-                    hr[n2] = r
-                    n2 += 1
-                    if lv < lmin:
-                        lmin = lv
-                        lres = r
-            hn = n2
-        elif stale > hn:
+        if stale > hn:
             # many entries are stale (classes spread over many resources with levels close
             # together): rebuilding costs less than re-filing them one by one
             # (every resource with classes left has one entry: drop the others, refresh
@@ -195,7 +166,7 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
             for i in range(hn // 2 - 1, -1, -1):
                 _sift(hl, hr, hv, hn, i)
             stale = 0
-        while hn > 0 and not scan:
+        while hn > 0:
             r = hr[0]
             if cnt[r] == 0:                 # drop it
                 hn -= 1
@@ -233,12 +204,11 @@ def _fill(act, links, wts, sw, mult, ccap, res_cap, unlimited, watch, rate, gen,
             stale += _freeze(ccls, cmin, links, wts, sw, mult, unlimited, rate, wsum, cnt, used,
                              ver, frozen)
         else:
-            if not scan:                    # pop lres (scan: it has no classes left after)
-                hn -= 1
-                hl[0] = hl[hn]
-                hr[0] = hr[hn]
-                hv[0] = hv[hn]
-                _sift(hl, hr, hv, hn, 0)
+            hn -= 1                         # pop lres
+            hl[0] = hl[hn]
+            hr[0] = hr[hn]
+            hv[0] = hv[hn]
+            _sift(hl, hr, hv, hn, 0)
             x = lmin
             done = 0
             for k in range(ptr[lres], ptr[lres + 1]):
@@ -908,7 +878,7 @@ def compiled():
                             {"INF": INF, "REL_TOL": REL_TOL, "N_VIS": N_VIS, "N_ZERO": N_ZERO,
                              "MOST": MOST, "OWN": OWN, "GEN": GEN, "KIND": KIND,
                              "NEED_SLOTS": NEED_SLOTS, "NEED_BLOCKS": NEED_BLOCKS,
-                             "PRUNE_SLACK": PRUNE_SLACK, "SCAN_RATIO": SCAN_RATIO})
+                             "PRUNE_SLACK": PRUNE_SLACK})
     return fns["_rates"] if fns else None
 
 

@@ -342,25 +342,26 @@ def test_vector_form_on_symmetric_ties():
 
 @settings(max_examples=150, deadline=None)
 @given(instances(max_row=5), st.data())
-def test_level_scan_and_heap_pop_the_same(inst, data):
-    """``_fill`` finds the lowest level by a pass over the resources when they are few for
-    the incidences (``SCAN_RATIO``), else by its heap: the same pops, so bit-equal rates
-    and loads, also with an index reused after classes left (``_prune``, both with and
-    without compacting its lists, ``PRUNE_SLACK``)."""
+def test_a_reused_index_compacted_or_not_gives_the_same_rates(inst, data):
+    """``_prune`` leaves the slots of classes that left in place (the fills skip them) until
+    they exceed 1/``PRUNE_SLACK`` of the live ones, then compacts: bit-equal rates and loads
+    either way, after a first and a second round of classes leaving."""
     links, capacity, caps, weights = inst
     fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
     later = sorted(data.draw(st.sets(st.integers(0, len(links) - 1))))
+    last = sorted(data.draw(st.sets(st.sampled_from(later)))) if later else []
     out = []
-    saved = maxmin.SCAN_RATIO, maxmin.PRUNE_SLACK
+    saved = maxmin.PRUNE_SLACK
     try:
-        for ratio, slack in ((0, 8), (10 ** 9, 8), (0, 10 ** 9), (10 ** 9, 0)):
-            maxmin.SCAN_RATIO, maxmin.PRUNE_SLACK = ratio, slack
+        for slack in (8, 0, 10 ** 9):           # as shipped, compact always, never compact
+            maxmin.PRUNE_SLACK = slack
             p = _problem(links, capacity, caps, weights, fcfs, False)
             s = maxmin.scratch(len(capacity), len(links))
-            err, s = maxmin.solve(maxmin._rates, (list(range(len(links))), *p, 3), s, False)
-            first = (err, list(p[9]), list(p[10]))
-            err, s = maxmin.solve(maxmin._rates, (later, *p, 3), s, False)    # reused index
-            out.append((first, (err, [p[9][c] for c in later], list(p[10]))))
+            got = []
+            for act in (list(range(len(links))), later, last):
+                err, s = maxmin.solve(maxmin._rates, (act, *p, 3), s, False)   # index reused
+                got.append((err, [p[9][c] for c in act], list(p[10])))
+            out.append(got)
     finally:
-        maxmin.SCAN_RATIO, maxmin.PRUNE_SLACK = saved
-    assert all(o == out[0] for o in out[1:])
+        maxmin.PRUNE_SLACK = saved
+    assert out[1] == out[0] and out[2] == out[0]
