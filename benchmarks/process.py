@@ -1,9 +1,14 @@
 """Whole-process timing: run a command several times as a user would, report the median.
 
 ``measure(argv, runs=3) -> Measurement`` runs ``argv`` (a fresh Python process each time,
-imports included) and records each run's wall time and peak resident memory (the child's
-own max RSS, from ``os.wait4``); ``Measurement`` gives the median wall time and the
-largest peak. The rows of the speed targets (issue 17) are declared in ``ROWS``; each
+imports included) and records each run's wall time, CPU time (user + sys of the whole
+process tree) and peak memory; ``Measurement`` gives the median wall time and the largest
+peak. Peak memory is that of the whole process tree: ``simnode run`` may fork a part of
+the run (DeepEP's combine beside dispatch, ``--jobs``), so the tree's proportional set size
+(PSS: a page shared by n processes counts 1/n in each, so the sum counts it once) is
+sampled every ``SAMPLE_S`` and summed over the processes, and the peak is the larger of the
+largest sum and the largest single process's max RSS (``os.wait4``; a peak shorter than a
+sampling interval can only be missed by the sum). The rows of the speed targets (issue 17) are declared in ``ROWS``; each
 ``bench_run_*.py`` script measures one and ``bench_targets.py`` all of them.
 """
 
@@ -13,12 +18,14 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMNODE = [sys.executable, "-m", "simnode"]
+SAMPLE_S = 0.1                    #: how often the process tree's memory is sampled
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,11 @@ ROWS = {
     "deepep-ep128": Row("deepep-ep128", ("simnode", "run", "topologies/atlas950-supernode.yaml",
                                          "workloads/deepep-normal.yaml", "--set", "num_ranks=128",
                                          "--json"), 2.5, 0.0, 10.6, 124),
-    "deepep-ep1024": Row("deepep-ep1024", ("benchmarks.bench_deepep", "--ep", "1024"), 60.0, 2048.0,
+    # what a user runs (dispatch and combine, the latter forked beside the former): the
+    # issue's figure before was benchmarks/bench_deepep.py's (both kernels in one process)
+    "deepep-ep1024": Row("deepep-ep1024", ("simnode", "run", "topologies/atlas950-supernode.yaml",
+                                           "workloads/deepep-normal.yaml", "--set", "num_ranks=1024",
+                                           "--set", "num_experts=1024", "--json"), 60.0, 2048.0,
                          1217.0, 3994),
     "alltoall-ep128": Row("alltoall-ep128", ("simnode", "run", "topologies/atlas950-supernode.yaml",
                                              "workloads/transport-alltoall.yaml", "--set",
@@ -70,18 +81,79 @@ class Measurement:
         return max(self.peak_MiB)
 
 
-def run_once(argv) -> tuple[float, float]:
-    """(wall s, peak RSS MiB) of one child process running ``python -m argv...``."""
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(x) for x in f.read().split()]
+        except OSError:                       # gone meanwhile
+            pass
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    """Proportional set size of one process in KiB (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class TreeSampler(threading.Thread):
+    """Samples the summed PSS of a process tree until ``stop()``; ``peak_MiB`` afterwards."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak_kib, self.most = pid, 0, 1
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(SAMPLE_S):
+            pids = _tree(self.pid)
+            self.most = max(self.most, len(pids))
+            self.peak_kib = max(self.peak_kib, sum(_pss_kib(p) for p in pids))
+
+    def stop(self) -> float:
+        self._done.set()
+        self.join()
+        return self.peak_kib / 1024
+
+
+def run_tree(cmd, cwd=ROOT) -> dict:
+    """Run ``cmd`` (a full argv) as a user would; its wall and CPU time (user + sys of the
+    process and every descendant it waited for), peak memory of the tree (see the module
+    docstring), the most processes seen at once, and its stdout."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
+    out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    pss = sampler.stop()
     err = proc.stderr.read().decode(errors="replace")
+    proc.stdout.close()
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{err}")
-    return wall, usage.ru_maxrss / 1024                      # Linux reports KiB
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed:\n{err}")
+    one = usage.ru_maxrss / 1024                              # Linux reports KiB
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_MiB": max(pss, one),
+            "pss_sum_MiB": pss, "max_rss_one_MiB": one, "processes": sampler.most,
+            "stdout": out.decode()}
+
+
+def run_once(argv) -> tuple[float, float]:
+    """(wall s, peak MiB of the process tree) of one child process running ``python -m argv...``."""
+    got = run_tree([sys.executable, "-m", *argv])
+    return got["wall_s"], got["peak_MiB"]
 
 
 def measure(argv, runs: int = 3) -> Measurement:

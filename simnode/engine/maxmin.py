@@ -44,6 +44,9 @@ import heapq
 import math
 
 REL_TOL = 1e-9      # a cap within this relative distance of the lowest fill level freezes at its cap
+#: ``_prune`` compacts the index once the slots of classes that left exceed 1/PRUNE_SLACK of
+#: the live ones (speed only: the fills skip such slots, results are the same)
+PRUNE_SLACK = 8
 INF = math.inf
 
 
@@ -397,9 +400,13 @@ def _sort(act, links, wts, sw, mult, nres, unlimited, info, cnt, ver, ptr, froze
 
 def _prune(act, ccap, nres, info, wsum, cnt, used, ptr, frozen, vis, zero,
            slot_cls, slot_dw, slot_blk, blk_res, blk_dw):
-    """Reuse the index for ``act`` when only classes have left since it was built: drop
-    them from its lists (which keep their order) and sum the demands over what remains,
-    as ``_count`` does, in the same order. Returns whether every class has a cap."""
+    """Reuse the index for ``act`` when only classes have left since it was built: sum the
+    demands over the classes that remain, as ``_count`` does, in the same order. The slots
+    of classes that left stay where they are (marked by ``frozen``, which the fills skip)
+    until they are more than ``1/PRUNE_SLACK`` of the live ones; then the lists are
+    compacted (they keep their order). A solve of a large run drops a few classes of
+    ~10^6: moving every slot each time cost more than summing them. Returns whether every
+    class has a cap."""
     for c in range(len(frozen)):
         frozen[c] = True                    # left (not in act)
     all_capped = True
@@ -422,6 +429,26 @@ def _prune(act, ccap, nres, info, wsum, cnt, used, ptr, frozen, vis, zero,
             zero[n0] = c
             n0 += 1
     info[N_ZERO] = n0
+    live = 0
+    for r in range(nres):
+        ws = 0.0
+        n = 0
+        u = 0.0
+        for k in range(ptr[r], ptr[r + 1]):
+            c = slot_cls[k]
+            if frozen[c]:
+                continue
+            dw = slot_dw[k]
+            ws += dw
+            n += 1
+            if all_capped:
+                u += dw * ccap[c]
+        wsum[r] = ws
+        cnt[r] = n
+        used[r] = u
+        live += n
+    if (ptr[nres] - live) * PRUNE_SLACK <= live:
+        return all_capped
     own = info[OWN] == 1
     bw = info[MOST] - 1 if own else info[MOST]
     q = 0
@@ -429,21 +456,13 @@ def _prune(act, ccap, nres, info, wsum, cnt, used, ptr, frozen, vis, zero,
     for r in range(nres):
         end = ptr[r + 1]
         ptr[r] = q
-        wsum[r] = 0.0
-        cnt[r] = 0
-        used[r] = 0.0
         for k in range(start, end):
             c = slot_cls[k]
             if frozen[c]:
                 continue
-            dw = slot_dw[k]
-            wsum[r] += dw
-            cnt[r] += 1
-            if all_capped:
-                used[r] += dw * ccap[c]
             if q != k:
                 slot_cls[q] = c
-                slot_dw[q] = dw
+                slot_dw[q] = slot_dw[k]
                 if own:
                     for t in range(bw):
                         blk_res[q * bw + t] = blk_res[k * bw + t]
@@ -858,7 +877,8 @@ def compiled():
                              _rates),
                             {"INF": INF, "REL_TOL": REL_TOL, "N_VIS": N_VIS, "N_ZERO": N_ZERO,
                              "MOST": MOST, "OWN": OWN, "GEN": GEN, "KIND": KIND,
-                             "NEED_SLOTS": NEED_SLOTS, "NEED_BLOCKS": NEED_BLOCKS})
+                             "NEED_SLOTS": NEED_SLOTS, "NEED_BLOCKS": NEED_BLOCKS,
+                             "PRUNE_SLACK": PRUNE_SLACK})
     return fns["_rates"] if fns else None
 
 

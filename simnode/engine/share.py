@@ -1017,6 +1017,12 @@ class Share:
             self._note_covers(np.unique(np.array(grown, dtype=np.int64)), 0)
         groups, self._pending_groups = self._pending_groups, []
         need = sum(g[1].shape[0] for g in groups)
+        if self.compiled and groups:
+            # widest row first, then room for them all at once: widening copies every row,
+            # so it is done before the rows are added (at EP1024, ~1 M rows copied 4 times)
+            width = max(g[3].shape[1] for g in groups)
+            if width > self._width:
+                self._widen(width)
         if self.compiled and len(self._free) < need:    # room for them all at once
             self._grow(need - len(self._free) + len(self._cls_key) // 4 + 64)
         for gid, ks, sizes, rows, weights, caps in groups:
@@ -1031,7 +1037,12 @@ class Share:
         m = ks.shape[0]
         seq = self._seq + 1 + np.arange(m)
         self._seq += m
-        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        if (key == key[:1]).all():
+            # one key (a rank's reductions of every peer's rows): np.unique over rows, which
+            # sorts them as structured records, is the cost of this call at EP1024
+            first, inv = np.zeros(1, dtype=np.int64), np.zeros(m, dtype=np.int64)
+        else:
+            _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
         inv = inv.ravel()
         caps = key[:, -1].view(float)
         for u in np.argsort(first, kind="stable").tolist():

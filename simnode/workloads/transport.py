@@ -108,25 +108,35 @@ class TransportSim:
         self.batch_window_ns = batch_window_ns
         self.tracer = tracer
 
-    def _rank(self, r: int, t: RankTimes):
+    def _ranks(self, senders: list, times: dict):
+        """Every sending rank at once (they all start at 0 and ring their doorbell after the
+        same time): one group of the trains of all of them (the share sees the same
+        transfers, rows and solves as with a group per rank; posting them together saves a
+        group's bookkeeping per rank), each rank done when its own puts are acknowledged."""
         env = self.env
-        t.start_ns = env.now
+        for r in senders:
+            times[r].start_ns = env.now
         yield env.timeout(self.spec.doorbell_ns)            # one doorbell after posting the WQEs
-        t.mark("doorbell", t.start_ns, env.now)
         s = env.now
+        for r in senders:
+            times[r].mark("doorbell", times[r].start_ns, s)
         # one train of puts per peer; each is complete when its last byte has landed and the
         # acknowledgement has travelled back (a reliable write completes on the ack)
-        dst = np.asarray(self.peers[r], dtype=np.int64)
-        src = np.full(dst.shape, r)
+        dsts = [np.asarray(self.peers[r], dtype=np.int64) for r in senders]
+        counts = np.array([d.shape[0] for d in dsts], dtype=np.int64)
+        dst = np.concatenate(dsts)
+        src = np.repeat(np.asarray(senders, dtype=np.int64), counts)
         group = self.ends.send_many(src, dst, np.full(dst.shape, float(self.bytes_per_peer)),
                                     self.wqes * PUT_WQEBBS * self.spec.wqebb_bytes, self.wqes,
-                                    len(dst), tag=(src, dst))
+                                    np.repeat(counts, counts), tag=(src, dst))
         self.groups.append(group)
         yield group
         acked = group.arrival_ns + self.net.latency_ns(dst, src)
-        yield env.timeout(float(acked.max()) - env.now)
-        t.mark("puts (transfer + ack)", s, env.now)
-        t.end_ns = env.now
+        ends = np.maximum.reduceat(acked, np.cumsum(counts) - counts).tolist()
+        for r, end in zip(senders, ends):
+            times[r].mark("puts (transfer + ack)", s, end)
+            times[r].end_ns = end
+        yield env.timeout(max(ends) - env.now)
 
     def run(self) -> dict:
         self.env = simpy.Environment()
@@ -136,8 +146,8 @@ class TransportSim:
         self.groups = []
         senders = [r for r, p in enumerate(self.peers) if p]
         times = {r: RankTimes() for r in senders}
-        for r in senders:
-            self.env.process(self._rank(r, times[r]))
+        if senders:
+            self.env.process(self._ranks(senders, times))
         self.env.run()
         if self.tracer is not None:
             messages = sorted((int(a), int(b), g.start_ns, float(t)) for g in self.groups

@@ -338,3 +338,30 @@ def test_vector_form_on_symmetric_ties():
     caps[3] = 1.0
     a, b = _both(links, [100.0] * (2 * R), caps, [[1.0, 1.0]] * len(links))
     assert b == pytest.approx(a, rel=1e-12, abs=0.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances(max_row=5), st.data())
+def test_a_reused_index_compacted_or_not_gives_the_same_rates(inst, data):
+    """``_prune`` leaves the slots of classes that left in place (the fills skip them) until
+    they exceed 1/``PRUNE_SLACK`` of the live ones, then compacts: bit-equal rates and loads
+    either way, after a first and a second round of classes leaving."""
+    links, capacity, caps, weights = inst
+    fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
+    later = sorted(data.draw(st.sets(st.integers(0, len(links) - 1))))
+    last = sorted(data.draw(st.sets(st.sampled_from(later)))) if later else []
+    out = []
+    saved = maxmin.PRUNE_SLACK
+    try:
+        for slack in (8, 0, 10 ** 9):           # as shipped, compact always, never compact
+            maxmin.PRUNE_SLACK = slack
+            p = _problem(links, capacity, caps, weights, fcfs, False)
+            s = maxmin.scratch(len(capacity), len(links))
+            got = []
+            for act in (list(range(len(links))), later, last):
+                err, s = maxmin.solve(maxmin._rates, (act, *p, 3), s, False)   # index reused
+                got.append((err, [p[9][c] for c in act], list(p[10])))
+            out.append(got)
+    finally:
+        maxmin.PRUNE_SLACK = saved
+    assert out[1] == out[0] and out[2] == out[0]
