@@ -119,13 +119,14 @@ class _Flag:
 
 
 class _Resume:
-    """What SimPy's queue needs of an event (``callbacks``, ``_ok``) and no more: a pipe's
-    wake-up at a later time, one object per pipe, reused (a pipe waits for at most one)."""
+    """What SimPy's queue needs of an event (``callbacks``, ``_ok``) and no more: the start of
+    a pipe's GM copy at a later time, one object per pipe, reused (a pipe waits for at most
+    one)."""
     __slots__ = ("callbacks", "fire", "_ok", "_value")
 
     def __init__(self, sim: "ChipSim", p: "_Pipe"):
         self.callbacks = None
-        self.fire = [lambda _e: sim._wake(p)]
+        self.fire = [lambda _e: sim._issue_later(p)]
         self._ok = True
         self._value = None
 
@@ -135,7 +136,7 @@ class _Pipe:
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
                  "copy_start", "copy_parts", "copy_end", "finished", "name",
-                 "group", "ops", "resume", "step")
+                 "group", "ops", "resume", "step", "bursts", "no_burst", "copy_m")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -158,6 +159,9 @@ class _Pipe:
         self.ops = None             #: the compiled program (``ChipSim._compile``)
         self.resume = None          #: its ``_Resume``, made at its first wait for a copy's time
         self.step = None            #: resumes its ``ChipSim._run`` generator
+        self.bursts = False         #: its GM reads may go as bursts (``ChipSim._issue``)
+        self.no_burst = 0           #: no burst starts before this op
+        self.copy_m = 1             #: reads its latest GM issue started (1, or a burst's)
 
 
 class ChipSim:
@@ -299,8 +303,9 @@ class ChipSim:
             self._draining = False
 
     def _resume_at(self, p: _Pipe) -> None:
-        """A pipe whose next GM copy starts at ``p.t`` > now: run it again then (its
-        ``_Resume``, queued as a Timeout of that delay would be, so in the same order)."""
+        """A pipe whose next GM copy starts at ``p.t`` > now: start that copy then
+        (``_issue_later``, from its ``_Resume``, queued as a Timeout of that delay would be, so
+        in the same order); the pipe stays suspended until the copy has streamed."""
         r = p.resume
         if r is None:
             r = p.resume = _Resume(self, p)
@@ -308,9 +313,35 @@ class ChipSim:
         env = self.env
         env.schedule(r, _NORMAL, p.t - env.now)
 
-    def _wake(self, p: _Pipe) -> None:
-        self._ready.append(p)
-        self._drain()
+    def _issue_later(self, p: _Pipe) -> None:
+        """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
+        pipe itself is resumed once it has streamed)."""
+        _, ins, path, size = p.ops[p.i]
+        p.copy_m = self._issue(p, p.ops, p.i, path, size) if p.bursts else \
+            self._issue1(p, ins, path, size)
+
+    def _issue1(self, p: _Pipe, ins, path: _Path, size: float) -> int:
+        """Start one GM copy; returns 1 (the reads it streams)."""
+        p.copy_start = p.t
+        self._gm_start(ins, path, size, p)
+        return 1
+
+    def _issue(self, p: _Pipe, ops: list, i: int, path: _Path, size: float) -> int:
+        """Start the GM read at ``ops[i]``, issued at ``p.t``, with the reads after it as one
+        burst if they can go as one (``_burst_len``, ``_burst_start``); returns how many reads
+        it started."""
+        n = len(ops)
+        if i >= p.no_burst and not path.write and i + 4 <= n \
+                and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
+            m = self._burst_len(ops, i, n, path, size, p.t, p.inflight, p.limit)
+            if m > 1:
+                got = self._burst_start(ops, i, m, path, size, p)
+                if got > 1:
+                    return got
+                # read i - got - 1 may miss: read by read up to it; the whole run if the
+                # first may (a cold or not-allocated run: the rest would mostly miss too)
+                p.no_burst = i + m if got == -1 else i - got
+        return self._issue1(p, ops[i][1], path, size)
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
         """The Share served the last byte of (one part of) the pipe's GM copy."""
@@ -505,9 +536,9 @@ class ChipSim:
     def _run(self, p: _Pipe):
         """Pipe ``p`` as a generator: it executes ops until it blocks, yields, and goes on when
         the drain calls it again (``p.step``). Blocking points: a wait on a flag not yet set
-        (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time),
-        a GM copy whose issue time is still ahead of the clock (resumed then, ``_resume_at``)
-        and a GM copy streaming through the share (resumed by ``_copy_done``). Between them
+        (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time)
+        and a GM copy, started now or, if its issue time is still ahead of the clock, then
+        (``_resume_at``), resumed once it has streamed (``_copy_done``). Between them
         its clocks and program counter stay in local variables: a resumption costs no reload."""
         env = self.env
         tracer = self.tracer
@@ -528,8 +559,7 @@ class ChipSim:
         wake = ready.append
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
-        bursts = self.gm_bursts and on_mte2 and not tracer.enabled
-        no_burst = 0                                # no burst starts before this op
+        bursts = p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
         while i < n:
             op = ops[i]
             kind = op[0]
@@ -582,26 +612,19 @@ class ChipSim:
                         p.queue_full += free - t
                         t = free
                 if path.gm:
+                    p.t = t
                     if t > env.now:
-                        p.t = t
+                        # started when the clock reaches ``t`` (``_issue_later``); the pipe
+                        # stays suspended until the copy has streamed
+                        p.i = i
                         self._resume_at(p)
-                        yield                       # resumed when the clock reaches ``t``
-                    m = self._burst_len(ops, i, n, path, size, t, inflight, limit) \
-                        if bursts and i >= no_burst and not path.write \
-                        and i + 4 <= n and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0] \
-                        else 1
-                    if m > 1:
-                        got = self._burst_start(ops, i, m, path, size, p)
-                        if got < 0:
-                            # read i - got - 1 may miss: read by read up to it; the whole run
-                            # if the first may (a cold or not-allocated run: the rest would
-                            # mostly miss too)
-                            no_burst = i + m if got == -1 else i - got
-                            got = 1
-                        m = got
+                    else:
+                        p.copy_m = self._issue(p, ops, i, path, size) if bursts else \
+                            self._issue1(p, ins, path, size)
+                    yield                           # resumed by ``_copy_done``
+                    m = p.copy_m
                     if m > 1:
                         # m reads issued back to back, all hitting in L2: one transfer
-                        yield                       # resumed by ``_copy_done``
                         start = t
                         end = p.copy_end
                         span = end - start
@@ -620,9 +643,6 @@ class ChipSim:
                         t = end
                         i += m
                         continue
-                    p.copy_start = t
-                    self._gm_start(ins, path, size, p)
-                    yield                           # resumed by ``_copy_done``
                     # the copy finished streaming: account for it, then go on
                     start = t
                     end = p.copy_end
