@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+from heapq import heappush
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -118,17 +119,23 @@ class _Flag:
         self.waiter = None
 
 
-class _Resume:
-    """What SimPy's queue needs of an event (``callbacks``, ``_ok``) and no more: the start of
-    a pipe's GM copy at a later time, one object per pipe, reused (a pipe waits for at most
-    one)."""
-    __slots__ = ("callbacks", "fire", "_ok", "_value")
+class _Later:
+    """The GM copies due to start at one instant, as one entry of SimPy's queue instead of an
+    event each (what the queue needs of an event, ``callbacks`` and ``_ok``, and no more).
+    Each copy keeps the event id a Timeout of its own would have had, and the entry sits in
+    the queue under the id of its first copy not yet started: before each further copy,
+    ``ChipSim._start_due`` hands back to SimPy if an event of SimPy's would come first
+    (a smaller (time, priority, id)). So copies start in exactly the order their own events
+    would have run in, and every other event keeps its id."""
+    __slots__ = ("callbacks", "fire", "_ok", "_value", "at", "due")
 
-    def __init__(self, sim: "ChipSim", p: "_Pipe"):
+    def __init__(self, sim: "ChipSim", at: float):
         self.callbacks = None
-        self.fire = [lambda _e: sim._issue_later(p)]
+        self.fire = [sim._start_due]
         self._ok = True
         self._value = None
+        self.at = at                #: the queue time (``now + delay`` as SimPy computes it)
+        self.due = deque()          #: (event id, pipe), ids increasing
 
 
 class _Pipe:
@@ -136,7 +143,7 @@ class _Pipe:
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
                  "copy_start", "copy_parts", "copy_end", "finished", "name",
-                 "group", "ops", "resume", "step", "bursts", "no_burst", "copy_m")
+                 "group", "ops", "step", "bursts", "no_burst", "copy_m")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -157,7 +164,6 @@ class _Pipe:
         self.finished = False
         self.group = None           #: the launch it belongs to: {"left", "done", "run"}
         self.ops = None             #: the compiled program (``ChipSim._compile``)
-        self.resume = None          #: its ``_Resume``, made at its first wait for a copy's time
         self.step = None            #: resumes its ``ChipSim._run`` generator
         self.bursts = False         #: its GM reads may go as bursts (``ChipSim._issue``)
         self.no_burst = 0           #: no burst starts before this op
@@ -192,6 +198,7 @@ class ChipSim:
         self._ready: deque = deque()
         self._draining = False
         self._pipes: list = []
+        self._later: dict = {}              # queue time -> its ``_Later``
         self._pid = tracer.process(name) if tracer.enabled else 0
         # every GM read crosses L2, a miss or a write HBM as well (facts 1.1/1.4)
         self._res_hit = (self.r_l2,)
@@ -304,14 +311,34 @@ class ChipSim:
 
     def _resume_at(self, p: _Pipe) -> None:
         """A pipe whose next GM copy starts at ``p.t`` > now: start that copy then
-        (``_issue_later``, from its ``_Resume``, queued as a Timeout of that delay would be, so
-        in the same order); the pipe stays suspended until the copy has streamed."""
-        r = p.resume
-        if r is None:
-            r = p.resume = _Resume(self, p)
-        r.callbacks = r.fire
+        (``_issue_later``), in the order a Timeout of that delay would run in (``_Later``); the
+        pipe stays suspended until the copy has streamed."""
         env = self.env
-        env.schedule(r, _NORMAL, p.t - env.now)
+        now = env._now
+        at = now + (p.t - now)              # SimPy's time of a Timeout of that delay
+        eid = next(env._eid)                # and its id: consumed, so other events keep theirs
+        b = self._later.get(at)
+        if b is None:
+            b = self._later[at] = _Later(self, at)
+            b.callbacks = b.fire
+            heappush(env._queue, (at, _NORMAL, eid, b))
+        b.due.append((eid, p))
+
+    def _start_due(self, b: _Later) -> None:
+        """SimPy reached ``b``: start its copies in id order while none of SimPy's own events
+        comes before the next one (else queue ``b`` again under that one's id)."""
+        due, queue, at = b.due, self.env._queue, b.at
+        while due:
+            eid, p = due[0]
+            if queue:
+                head = queue[0]
+                if head[0] == at and (head[1] < _NORMAL or (head[1] == _NORMAL and head[2] < eid)):
+                    b.callbacks = b.fire
+                    heappush(queue, (at, _NORMAL, eid, b))
+                    return
+            due.popleft()
+            self._issue_later(p)
+        del self._later[at]
 
     def _issue_later(self, p: _Pipe) -> None:
         """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
