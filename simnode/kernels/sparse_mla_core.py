@@ -29,6 +29,7 @@ vector work waits for that (an mte2->v flag set after that descriptor). gather2
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -70,6 +71,39 @@ _GATHERS: dict = {}
 _ROW_KEYS: dict = {}
 
 
+def _copy_slots():
+    """The slot setters of ``isa.Copy`` in field order, if its fields are the ones
+    ``_new_copy`` fills; else None (then ``isa.Copy`` itself builds the gathers)."""
+    names = tuple(f.name for f in dataclasses.fields(isa.Copy))
+    if names != ("path", "size_bytes", "gm_key", "l2_hint", "label", "regions"):
+        return None
+    return tuple(getattr(isa.Copy, n).__set__ for n in names)
+
+
+_SLOTS = _copy_slots()
+
+
+def _new_copy(path, size, gm_key, hint, label, regions=()) -> isa.Copy:
+    """``isa.Copy(path, size, gm_key, hint, label, regions)``, made by filling a new record's
+    slots: the frozen dataclass's ``__init__`` without its six ``object.__setattr__`` calls,
+    ~2x faster. Gathers are the most numerous new records of a prefill (~700 k at n_q 4096);
+    tests/kernels/test_sparse_mla.py checks the records equal ``isa.Copy``'s own."""
+    if _SLOTS is None:
+        return isa.Copy(path, size, gm_key, hint, label, regions)
+    rec = _NEW(isa.Copy)
+    s_path, s_size, s_key, s_hint, s_label, s_regions = _SLOTS
+    s_path(rec, path)
+    s_size(rec, size)
+    s_key(rec, gm_key)
+    s_hint(rec, hint)
+    s_label(rec, label)
+    s_regions(rec, regions)
+    return rec
+
+
+_NEW = object.__new__
+
+
 def _gather(row: int, hint: str, cache: str, seq: int, toks: tuple) -> isa.Copy:
     """The KV gather of ``toks`` (one token, or two in one gather2 descriptor)."""
     rows = _ROW_KEYS.get((cache, seq))
@@ -87,14 +121,27 @@ def _gather(row: int, hint: str, cache: str, seq: int, toks: tuple) -> isa.Copy:
     # (built directly: the caller's ``_GATHERS`` holds one record per (row, hint, cache,
     # sequence, tokens), which fixes every field, so the ``Copy`` memo would add nothing)
     if len(keys) == 1:
-        return isa.Copy("gm_to_ub", row, keys[0], hint, "KV gather")
-    return isa.Copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
+        return _new_copy("gm_to_ub", row, keys[0], hint, "KV gather")
+    return _new_copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
 
 
 def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
     """(chunk index in block, AIV, tokens) of a block, chunks dealt round-robin to AIVs."""
     t, c = block.tokens, plan.chunk_tokens
     return [(i, i % plan.n_aiv, t[i * c:(i + 1) * c]) for i in range(math.ceil(len(t) / c))]
+
+
+def _descriptors(blocks: list, plan: Plan, per_desc: int) -> list[list[list]]:
+    """Per AIV, per block: its chunks as (tokens, the tokens of each gather descriptor), built
+    once per block for the AIC and both AIVs (``_chunks``)."""
+    out = [[] for _ in range(plan.n_aiv)]
+    for blk in blocks:
+        per_aiv = [[] for _ in range(plan.n_aiv)]
+        for _, v, toks in _chunks(blk, plan):
+            per_aiv[v].append((toks, [toks[i:i + per_desc] for i in range(0, len(toks), per_desc)]))
+        for v in range(plan.n_aiv):
+            out[v].append(per_aiv[v])
+    return out
 
 
 def leads(p, plan: Plan) -> tuple[int, int]:
@@ -111,10 +158,11 @@ def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
                  kv_hint: str = "normal") -> None:
     """Fill ``prog`` with one core's records; ``kv_hint`` is the L2 hint of the KV gathers."""
     a_lead, g_lead = leads(p, plan)
+    chunks = _descriptors(blocks, plan, 2 if p.gather2 else 1)
     _aic(prog, p, plan, blocks, drain)
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):
-        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, kv_hint)
+        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, kv_hint, chunks[v])
     _launch(prog, p.kernel_launch_ns, p.cold_start_ns)
 
 
@@ -138,6 +186,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     mte2, mte1 = prog.pipe("aic", "mte2"), prog.pipe("aic", "mte1")
     cube, fix = prog.pipe("aic", "m"), prog.pipe("aic", "fix")
     aivs = [f"aiv{v}" for v in range(plan.n_aiv)]
+    xw_kv = [XWait(x, X_KV) for x in aivs]
     hpc, d = p.heads_per_core, p.d_qk
     n = len(blocks)
     dst = "ub_dual" if plan.n_aiv == 2 else "ub"
@@ -180,7 +229,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             mte1.append(Wait("mte2", "mte1", qs))
             items += 1
         for _, v, _ in _chunks(blk, plan):
-            mte1.append(XWait(f"aiv{v}", X_KV))
+            mte1.append(xw_kv[v])
         kt = d // L0_TILE
         for k in range(kt):
             mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
@@ -260,7 +309,10 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             drain_frags()                               # the item ending at g-1: its O
 
 
-def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint) -> None:
+def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint,
+         chunks) -> None:
+    """One AIV's records; ``chunks``: its (tokens, descriptor tokens) per block
+    (``_descriptors``)."""
     mte2, vec, mte3 = prog.pipe(unit, "mte2"), prog.pipe(unit, "v"), prog.pipe(unit, "mte3")
     n = len(blocks)
     rows, d = plan.rows, p.d_v
@@ -279,7 +331,6 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
     s_v_mte3_1 = Set("v", "mte3", 1)
     xw_kvfree, xw_p, xw_sfree = XWait("aic", X_KVFREE), XWait("aic", X_P), XWait("aic", X_SFREE)
     xs_kv, xs_s, xs_pfree = XSet("aic", X_KV), XSet("aic", X_S), XSet("aic", X_PFREE)
-    per_desc = 2 if p.gather2 else 1
     gather_chunks = plan.gather_chunks
 
     def drain_in(final_item):
@@ -321,7 +372,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         preproc = []          # V work of block gb's indices, issued after softmax (S2 order)
         if 0 <= gb < n:
             blk = blocks[gb]
-            mine = [c for c in _chunks(blk, plan) if c[1] == v]
+            mine = chunks[gb]
             if blk.index_group >= 0:
                 # S2 run_issue_index_fetch / run_process_index: once per group of 640 indices
                 # of one cache (decode: main and extra each start a group), on all of them
@@ -334,17 +385,16 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 preproc.append(Set("v", "mte2", 1))
                 mte2.append(Wait("v", "mte2", 1))
             row = KV_ROW_BYTES[blk.dtype]
-            ndesc = sum(-(-len(c[2]) // per_desc) for c in mine)
+            ndesc = sum(len(c[1]) for c in mine)
             stall_at = ndesc - limit      # descriptor after which dispatch may go on
             desc = 0
             # the block's gather records by their tokens (a fast front of the Copy memo)
             recs = _GATHERS.get((row, kv_hint, blk.cache, blk.seq))
             if recs is None:
                 recs = _GATHERS[(row, kv_hint, blk.cache, blk.seq)] = {}
-            for _, _, toks in mine:
+            for _, keys in mine:
                 if gathered >= gather_chunks:
                     mte2.append(w_v_mte2_0)
-                keys = [toks[i:i + per_desc] for i in range(0, len(toks), per_desc)]
                 recs_of = list(map(recs.get, keys))
                 if not all(recs_of):
                     for x, key in enumerate(keys):
@@ -376,7 +426,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
             blk = blocks[nb]
             if nb >= plan.kv_l1_stages:
                 mte3.append(xw_kvfree)
-            for _, _, toks in (c for c in _chunks(blk, plan) if c[1] == v):
+            for toks, _ in chunks[nb]:
                 t = len(toks)
                 vec.append(w_mte2_v_0)
                 if converted >= 1:

@@ -227,3 +227,19 @@ def test_each_item_writes_its_lse_and_prefill_its_max_logits(chip):
                       if type(i) is isa.Copy and i.path == "ub_to_gm" and i.gm_key[0] != "o")
     assert written(n_q=32) == ["lse", "max_logits"]            # core 0: one item
     assert written(mode="decode", batch=8, s_q=4) == ["lse"]
+
+
+def test_gathers_made_by_filling_slots_equal_isa_copys_own_records(chip):
+    # ``_new_copy`` skips the frozen dataclass's __init__: its records must be the ones
+    # isa.Copy builds (every field, equality, hash), and the schedule's gathers such records
+    for args in (("gm_to_ub", 1152, ("kv", "kv", 0, 7), "normal", "KV gather"),
+                 ("gm_to_ub", 2304, None, "notalloc", "KV gather2",
+                  (("kv", "kv", 0, 1), ("kv", "kv", 0, 9)))):
+        fast, own = core._new_copy(*args), isa.Copy(*args)
+        assert type(fast) is isa.Copy and fast == own and hash(fast) == hash(own)
+        assert [getattr(fast, f) for f in isa.Copy.__slots__] == \
+            [getattr(own, f) for f in isa.Copy.__slots__]
+    gathers = [i for c in _sched(chip).cores for i in c.pipes[("aiv0", "mte2")]
+               if type(i) is isa.Copy and i.label.startswith("KV gather")]
+    assert gathers and all(i == isa.Copy(i.path, i.size_bytes, i.gm_key, i.l2_hint, i.label,
+                                          i.regions) for i in gathers)
