@@ -142,7 +142,7 @@ class _Pipe:
     """One pipe's place in its instruction list and its clocks (see the module docstring)."""
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
-                 "copy_start", "copy_parts", "copy_end", "finished", "name",
+                 "copy_parts", "copy_end", "finished", "name",
                  "group", "ops", "step", "bursts", "no_burst", "copy_m")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
@@ -158,7 +158,6 @@ class _Pipe:
         self.qtrack = None
         self.busy = self.stall = self.queue_full = 0.0
         self.waits = {}
-        self.copy_start = 0.0
         self.copy_parts = 0
         self.copy_end = 0.0
         self.finished = False
@@ -344,14 +343,11 @@ class ChipSim:
         """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
         pipe itself is resumed once it has streamed)."""
         _, ins, path, size = p.ops[p.i]
-        p.copy_m = self._issue(p, p.ops, p.i, path, size) if p.bursts else \
-            self._issue1(p, ins, path, size)
-
-    def _issue1(self, p: _Pipe, ins, path: _Path, size: float) -> int:
-        """Start one GM copy; returns 1 (the reads it streams)."""
-        p.copy_start = p.t
-        self._gm_start(ins, path, size, p)
-        return 1
+        if p.bursts:
+            p.copy_m = self._issue(p, p.ops, p.i, path, size)
+        else:
+            self._gm_start(ins, path, size, p)
+            p.copy_m = 1
 
     def _issue(self, p: _Pipe, ops: list, i: int, path: _Path, size: float) -> int:
         """Start the GM read at ``ops[i]``, issued at ``p.t``, with the reads after it as one
@@ -368,7 +364,8 @@ class ChipSim:
                 # read i - got - 1 may miss: read by read up to it; the whole run if the
                 # first may (a cold or not-allocated run: the rest would mostly miss too)
                 p.no_burst = i + m if got == -1 else i - got
-        return self._issue1(p, ops[i][1], path, size)
+        self._gm_start(ops[i][1], path, size, p)
+        return 1
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
         """The Share served the last byte of (one part of) the pipe's GM copy."""
@@ -645,9 +642,11 @@ class ChipSim:
                         # stays suspended until the copy has streamed
                         p.i = i
                         self._resume_at(p)
+                    elif bursts:
+                        p.copy_m = self._issue(p, ops, i, path, size)
                     else:
-                        p.copy_m = self._issue(p, ops, i, path, size) if bursts else \
-                            self._issue1(p, ins, path, size)
+                        self._gm_start(ins, path, size, p)
+                        p.copy_m = 1
                     yield                           # resumed by ``_copy_done``
                     m = p.copy_m
                     if m > 1:
