@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import gc
 import heapq
-from heapq import heappush
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -320,7 +319,7 @@ class ChipSim:
         if b is None:
             b = self._later[at] = _Later(self, at)
             b.callbacks = b.fire
-            heappush(env._queue, (at, _NORMAL, eid, b))
+            heapq.heappush(env._queue, (at, _NORMAL, eid, b))
         b.due.append((eid, p))
 
     def _start_due(self, b: _Later) -> None:
@@ -333,7 +332,7 @@ class ChipSim:
                 head = queue[0]
                 if head[0] == at and (head[1] < _NORMAL or (head[1] == _NORMAL and head[2] < eid)):
                     b.callbacks = b.fire
-                    heappush(queue, (at, _NORMAL, eid, b))
+                    heapq.heappush(queue, (at, _NORMAL, eid, b))
                     return
             due.popleft()
             self._issue_later(p)
