@@ -118,24 +118,31 @@ class _Flag:
         self.waiter = None
 
 
-class _Resume:
-    """What SimPy's queue needs of an event (``callbacks``, ``_ok``) and no more: a pipe's
-    wake-up at a later time, one object per pipe, reused (a pipe waits for at most one)."""
-    __slots__ = ("callbacks", "fire", "_ok", "_value")
+class _Later:
+    """The GM copies due to start at one instant, as one entry of SimPy's queue instead of an
+    event each (what the queue needs of an event, ``callbacks`` and ``_ok``, and no more).
+    Each copy keeps the event id a Timeout of its own would have had, and the entry sits in
+    the queue under the id of its first copy not yet started: before each further copy,
+    ``ChipSim._start_due`` hands back to SimPy if an event of SimPy's would come first
+    (a smaller (time, priority, id)). So copies start in exactly the order their own events
+    would have run in, and every other event keeps its id."""
+    __slots__ = ("callbacks", "fire", "_ok", "_value", "at", "due")
 
-    def __init__(self, sim: "ChipSim", p: "_Pipe"):
+    def __init__(self, sim: "ChipSim", at: float):
         self.callbacks = None
-        self.fire = [lambda _e: sim._wake(p)]
+        self.fire = [sim._start_due]
         self._ok = True
         self._value = None
+        self.at = at                #: the queue time (``now + delay`` as SimPy computes it)
+        self.due = deque()          #: (event id, pipe), ids increasing
 
 
 class _Pipe:
     """One pipe's place in its instruction list and its clocks (see the module docstring)."""
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
-                 "copy_start", "copy_parts", "copy_end", "finished", "name",
-                 "group", "ops", "resume", "step")
+                 "copy_parts", "copy_end", "finished", "name",
+                 "group", "ops", "step", "bursts", "no_burst", "copy_m")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -150,14 +157,15 @@ class _Pipe:
         self.qtrack = None
         self.busy = self.stall = self.queue_full = 0.0
         self.waits = {}
-        self.copy_start = 0.0
         self.copy_parts = 0
         self.copy_end = 0.0
         self.finished = False
         self.group = None           #: the launch it belongs to: {"left", "done", "run"}
         self.ops = None             #: the compiled program (``ChipSim._compile``)
-        self.resume = None          #: its ``_Resume``, made at its first wait for a copy's time
         self.step = None            #: resumes its ``ChipSim._run`` generator
+        self.bursts = False         #: its GM reads may go as bursts (``ChipSim._issue``)
+        self.no_burst = 0           #: no burst starts before this op
+        self.copy_m = 1             #: reads its latest GM issue started (1, or a burst's)
 
 
 class ChipSim:
@@ -188,6 +196,7 @@ class ChipSim:
         self._ready: deque = deque()
         self._draining = False
         self._pipes: list = []
+        self._later: dict = {}              # queue time -> its ``_Later``
         self._pid = tracer.process(name) if tracer.enabled else 0
         # every GM read crosses L2, a miss or a write HBM as well (facts 1.1/1.4)
         self._res_hit = (self.r_l2,)
@@ -299,18 +308,63 @@ class ChipSim:
             self._draining = False
 
     def _resume_at(self, p: _Pipe) -> None:
-        """A pipe whose next GM copy starts at ``p.t`` > now: run it again then (its
-        ``_Resume``, queued as a Timeout of that delay would be, so in the same order)."""
-        r = p.resume
-        if r is None:
-            r = p.resume = _Resume(self, p)
-        r.callbacks = r.fire
+        """A pipe whose next GM copy starts at ``p.t`` > now: start that copy then
+        (``_issue_later``), in the order a Timeout of that delay would run in (``_Later``); the
+        pipe stays suspended until the copy has streamed."""
         env = self.env
-        env.schedule(r, _NORMAL, p.t - env.now)
+        now = env._now
+        at = now + (p.t - now)              # SimPy's time of a Timeout of that delay
+        eid = next(env._eid)                # and its id: consumed, so other events keep theirs
+        b = self._later.get(at)
+        if b is None:
+            b = self._later[at] = _Later(self, at)
+            b.callbacks = b.fire
+            heapq.heappush(env._queue, (at, _NORMAL, eid, b))
+        b.due.append((eid, p))
 
-    def _wake(self, p: _Pipe) -> None:
-        self._ready.append(p)
-        self._drain()
+    def _start_due(self, b: _Later) -> None:
+        """SimPy reached ``b``: start its copies in id order while none of SimPy's own events
+        comes before the next one (else queue ``b`` again under that one's id)."""
+        due, queue, at = b.due, self.env._queue, b.at
+        while due:
+            eid, p = due[0]
+            if queue:
+                head = queue[0]
+                if head[0] == at and (head[1] < _NORMAL or (head[1] == _NORMAL and head[2] < eid)):
+                    b.callbacks = b.fire
+                    heapq.heappush(queue, (at, _NORMAL, eid, b))
+                    return
+            due.popleft()
+            self._issue_later(p)
+        del self._later[at]
+
+    def _issue_later(self, p: _Pipe) -> None:
+        """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
+        pipe itself is resumed once it has streamed)."""
+        _, ins, path, size = p.ops[p.i]
+        if p.bursts:
+            p.copy_m = self._issue(p, p.ops, p.i, path, size)
+        else:
+            self._gm_start(ins, path, size, p)
+            p.copy_m = 1
+
+    def _issue(self, p: _Pipe, ops: list, i: int, path: _Path, size: float) -> int:
+        """Start the GM read at ``ops[i]``, issued at ``p.t``, with the reads after it as one
+        burst if they can go as one (``_burst_len``, ``_burst_start``); returns how many reads
+        it started."""
+        n = len(ops)
+        if i >= p.no_burst and not path.write and i + 4 <= n \
+                and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
+            m = self._burst_len(ops, i, n, path, size, p.t, p.inflight, p.limit)
+            if m > 1:
+                got = self._burst_start(ops, i, m, path, size, p)
+                if got > 1:
+                    return got
+                # read i - got - 1 may miss: read by read up to it; the whole run if the
+                # first may (a cold or not-allocated run: the rest would mostly miss too)
+                p.no_burst = i + m if got == -1 else i - got
+        self._gm_start(ops[i][1], path, size, p)
+        return 1
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
         """The Share served the last byte of (one part of) the pipe's GM copy."""
@@ -501,9 +555,9 @@ class ChipSim:
     def _run(self, p: _Pipe):
         """Pipe ``p`` as a generator: it executes ops until it blocks, yields, and goes on when
         the drain calls it again (``p.step``). Blocking points: a wait on a flag not yet set
-        (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time),
-        a GM copy whose issue time is still ahead of the clock (resumed then, ``_resume_at``)
-        and a GM copy streaming through the share (resumed by ``_copy_done``). Between them
+        (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time)
+        and a GM copy, started now or, if its issue time is still ahead of the clock, then
+        (``_resume_at``), resumed once it has streamed (``_copy_done``). Between them
         its clocks and program counter stay in local variables: a resumption costs no reload."""
         env = self.env
         tracer = self.tracer
@@ -524,8 +578,7 @@ class ChipSim:
         wake = ready.append
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
-        bursts = self.gm_bursts and on_mte2 and not tracer.enabled
-        no_burst = 0                                # no burst starts before this op
+        bursts = p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
         while i < n:
             op = ops[i]
             kind = op[0]
@@ -578,26 +631,21 @@ class ChipSim:
                         p.queue_full += free - t
                         t = free
                 if path.gm:
+                    p.t = t
                     if t > env.now:
-                        p.t = t
+                        # started when the clock reaches ``t`` (``_issue_later``); the pipe
+                        # stays suspended until the copy has streamed
+                        p.i = i
                         self._resume_at(p)
-                        yield                       # resumed when the clock reaches ``t``
-                    m = self._burst_len(ops, i, n, path, size, t, inflight, limit) \
-                        if bursts and i >= no_burst and not path.write \
-                        and i + 4 <= n and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0] \
-                        else 1
-                    if m > 1:
-                        got = self._burst_start(ops, i, m, path, size, p)
-                        if got < 0:
-                            # read i - got - 1 may miss: read by read up to it; the whole run
-                            # if the first may (a cold or not-allocated run: the rest would
-                            # mostly miss too)
-                            no_burst = i + m if got == -1 else i - got
-                            got = 1
-                        m = got
+                    elif bursts:
+                        p.copy_m = self._issue(p, ops, i, path, size)
+                    else:
+                        self._gm_start(ins, path, size, p)
+                        p.copy_m = 1
+                    yield                           # resumed by ``_copy_done``
+                    m = p.copy_m
                     if m > 1:
                         # m reads issued back to back, all hitting in L2: one transfer
-                        yield                       # resumed by ``_copy_done``
                         start = t
                         end = p.copy_end
                         span = end - start
@@ -616,9 +664,6 @@ class ChipSim:
                         t = end
                         i += m
                         continue
-                    p.copy_start = t
-                    self._gm_start(ins, path, size, p)
-                    yield                           # resumed by ``_copy_done``
                     # the copy finished streaming: account for it, then go on
                     start = t
                     end = p.copy_end

@@ -68,6 +68,8 @@ class L2Cache:
     def present(self, keys) -> int:
         """How many leading regions of ``keys`` are in L2 (a lookup, nothing changes)."""
         lru = self._lru
+        if all(map(lru.__contains__, keys)):        # (None is never in it)
+            return len(keys)
         n = 0
         for key in keys:
             if key is None or key not in lru:
@@ -80,7 +82,7 @@ class L2Cache:
         move = self._lru.move_to_end
         for key in keys:
             move(key)
-            self.hit_bytes += size_bytes
+        self.hit_bytes += size_bytes * len(keys)
         self.hits += len(keys)
 
     def write(self, key, size_bytes: int, allocate: bool = True) -> None:

@@ -29,6 +29,7 @@ vector work waits for that (an mte2->v flag set after that descriptor). gather2
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -70,31 +71,77 @@ _GATHERS: dict = {}
 _ROW_KEYS: dict = {}
 
 
+def _copy_slots():
+    """The slot setters of ``isa.Copy`` in field order, if its fields are the ones
+    ``_new_copy`` fills; else None (then ``isa.Copy`` itself builds the gathers)."""
+    names = tuple(f.name for f in dataclasses.fields(isa.Copy))
+    if names != ("path", "size_bytes", "gm_key", "l2_hint", "label", "regions"):
+        return None
+    return tuple(getattr(isa.Copy, n).__set__ for n in names)
+
+
+_SLOTS = _copy_slots()
+
+
+def _new_copy(path, size, gm_key, hint, label, regions=()) -> isa.Copy:
+    """``isa.Copy(path, size, gm_key, hint, label, regions)``, made by filling a new record's
+    slots: the frozen dataclass's ``__init__`` without its six ``object.__setattr__`` calls,
+    ~2x faster. Gathers are the most numerous new records of a prefill (~700 k at n_q 4096);
+    tests/kernels/test_sparse_mla.py checks the records equal ``isa.Copy``'s own."""
+    if _SLOTS is None:
+        return isa.Copy(path, size, gm_key, hint, label, regions)
+    rec = _NEW(isa.Copy)
+    s_path, s_size, s_key, s_hint, s_label, s_regions = _SLOTS
+    s_path(rec, path)
+    s_size(rec, size)
+    s_key(rec, gm_key)
+    s_hint(rec, hint)
+    s_label(rec, label)
+    s_regions(rec, regions)
+    return rec
+
+
+_NEW = object.__new__
+
+
 def _gather(row: int, hint: str, cache: str, seq: int, toks: tuple) -> isa.Copy:
     """The KV gather of ``toks`` (one token, or two in one gather2 descriptor)."""
     rows = _ROW_KEYS.get((cache, seq))
     if rows is None:
         rows = _ROW_KEYS[(cache, seq)] = {}
-    keys = []
-    for tok in toks:
-        key = rows.get(tok)
-        if key is None:
-            key = rows[tok] = ("kv", cache, seq, tok)
-        keys.append(key)
-    keys = tuple(keys)
+    try:
+        keys = tuple(map(rows.__getitem__, toks))   # the rows' keys exist (the usual case)
+    except KeyError:
+        for tok in toks:
+            if tok not in rows:
+                rows[tok] = ("kv", cache, seq, tok)
+        keys = tuple(map(rows.__getitem__, toks))
     # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token distance) whose
     # two rows each hit or miss in L2 on their own
     # (built directly: the caller's ``_GATHERS`` holds one record per (row, hint, cache,
     # sequence, tokens), which fixes every field, so the ``Copy`` memo would add nothing)
     if len(keys) == 1:
-        return isa.Copy("gm_to_ub", row, keys[0], hint, "KV gather")
-    return isa.Copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
+        return _new_copy("gm_to_ub", row, keys[0], hint, "KV gather")
+    return _new_copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
 
 
 def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
     """(chunk index in block, AIV, tokens) of a block, chunks dealt round-robin to AIVs."""
     t, c = block.tokens, plan.chunk_tokens
     return [(i, i % plan.n_aiv, t[i * c:(i + 1) * c]) for i in range(math.ceil(len(t) / c))]
+
+
+def _descriptors(blocks: list, plan: Plan, per_desc: int) -> list[list[list]]:
+    """Per AIV, per block: its chunks as (tokens, the tokens of each gather descriptor), built
+    once per block for the AIC and both AIVs (``_chunks``)."""
+    out = [[] for _ in range(plan.n_aiv)]
+    for blk in blocks:
+        per_aiv = [[] for _ in range(plan.n_aiv)]
+        for _, v, toks in _chunks(blk, plan):
+            per_aiv[v].append((toks, [toks[i:i + per_desc] for i in range(0, len(toks), per_desc)]))
+        for v in range(plan.n_aiv):
+            out[v].append(per_aiv[v])
+    return out
 
 
 def leads(p, plan: Plan) -> tuple[int, int]:
@@ -111,10 +158,11 @@ def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
                  kv_hint: str = "normal") -> None:
     """Fill ``prog`` with one core's records; ``kv_hint`` is the L2 hint of the KV gathers."""
     a_lead, g_lead = leads(p, plan)
+    chunks = _descriptors(blocks, plan, 2 if p.gather2 else 1)
     _aic(prog, p, plan, blocks, drain)
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):
-        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, kv_hint)
+        _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, kv_hint, chunks[v])
     _launch(prog, p.kernel_launch_ns, p.cold_start_ns)
 
 
@@ -138,6 +186,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     mte2, mte1 = prog.pipe("aic", "mte2"), prog.pipe("aic", "mte1")
     cube, fix = prog.pipe("aic", "m"), prog.pipe("aic", "fix")
     aivs = [f"aiv{v}" for v in range(plan.n_aiv)]
+    xw_kv = [XWait(x, X_KV) for x in aivs]
     hpc, d = p.heads_per_core, p.d_qk
     n = len(blocks)
     dst = "ub_dual" if plan.n_aiv == 2 else "ub"
@@ -151,14 +200,27 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     s_mte1_m = [Set("mte1", "m", s) for s in range(slots)]
     w_mte1_m = [Wait("mte1", "m", s) for s in range(slots)]
     s_m_mte1 = [Set("m", "mte1", s) for s in range(slots)]
+    # and the other records repeated per block, likewise (the same memo objects)
+    nt = d // L0_TILE                     # O n-tiles (and Q K^T k-tiles)
+    w_fix_m = [(Wait("fix", "m", e),) for e in range(1 + nt)]
+    s_m_fix = [(Set("m", "fix", e),) for e in range(1 + nt)]
+    w_m_fix = [Wait("m", "fix", e) for e in range(1 + nt)]
+    s_fix_m = [Set("fix", "m", e) for e in range(1 + nt)]
+    w_fix_all = tuple(Wait("fix", "m", 1 + r) for r in range(nt))
+    xw_s, xw_pfree, xw_fragfree = ([XWait(x, f) for x in aivs] for f in (X_S, X_PFREE, X_FRAGFREE))
+    xs_sfree, xs_kvfree, xs_p, xs_frag = ([XSet(x, f) for x in aivs]
+                                          for f in (X_SFREE, X_KVFREE, X_P, X_FRAG))
+    loads_of = {}                         # sizes of a unit's L1 -> L0 loads: their records
 
     def unit(loads, mm, pre=(), post=()):
         nonlocal u
         s = u % slots
         if u >= slots:
             mte1.append(w_m_mte1[s])
-        for size in loads:
-            mte1.append(Copy("l1_to_l0", size))
+        recs = loads_of.get(loads)
+        if recs is None:
+            recs = loads_of[loads] = [Copy("l1_to_l0", size) for size in loads]
+        mte1.extend(recs)
         mte1.append(s_mte1_m[s])
         cube.append(w_mte1_m[s])
         cube.extend(pre)
@@ -180,42 +242,41 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             mte1.append(Wait("mte2", "mte1", qs))
             items += 1
         for _, v, _ in _chunks(blk, plan):
-            mte1.append(XWait(f"aiv{v}", X_KV))
+            mte1.append(xw_kv[v])
         kt = d // L0_TILE
+        mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
+        loads = (hpc * L0_TILE * 2, t * L0_TILE * 2)
         for k in range(kt):
-            mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
             # one P in L0C (S2): P[b] overwrites P[b-1] once FixPipe has copied it out
             # (the MMADs' unit_flag handoff)
-            pre = (Wait("fix", "m", 0),) if k == 0 and b >= 1 else ()
-            post = (Set("m", "fix", 0),) if k == kt - 1 else ()
-            unit((hpc * L0_TILE * 2, t * L0_TILE * 2), mm, pre, post)
+            pre = w_fix_m[0] if k == 0 and b >= 1 else ()
+            post = s_m_fix[0] if k == kt - 1 else ()
+            unit(loads, mm, pre, post)
         if b + 1 == n or blocks[b + 1].first:
             mte1.append(Set("mte1", "mte2", qslot[blk.item]))
 
     # O sits at one place in L0C (S2), n-tile j in region j, FIX <-> M event 1 + j
-    nt = d // L0_TILE
 
     def o_phase(b):
         t = len(blocks[b].tokens)
         rescale = drain[b] and not blocks[b].first
-        for x in aivs:
-            mte1.append(XWait(x, X_S))
+        mte1.extend(xw_s)
+        mm = Mmad(L0_TILE, hpc, t, "bf16") if plan.transposed else Mmad(hpc, L0_TILE, t, "bf16")
         for j in range(nt):
-            mm = Mmad(L0_TILE, hpc, t, "bf16") if plan.transposed else Mmad(hpc, L0_TILE, t, "bf16")
             if rescale:
                 # a rescale drain is a full barrier (S2 trigger_o_copy_out: M waits on
                 # L0C_O_EMPTY after all fragments): the block's first n-tile waits for all
-                pre = tuple(Wait("fix", "m", 1 + r) for r in range(nt)) if j == 0 else ()
+                pre = w_fix_all if j == 0 else ()
             else:
                 # an item's first O += S V reuses n-tile j once FIX has copied the previous
                 # item's n-tile j out (unit_flag, S2: "synchronize by unit_flag")
-                pre = (Wait("fix", "m", 1 + j),) if drain[b] else ()
-            post = (Set("m", "fix", 1 + j),) if b + 1 == n or drain[b + 1] else ()
+                pre = w_fix_m[1 + j] if drain[b] else ()
+            post = s_m_fix[1 + j] if b + 1 == n or drain[b + 1] else ()
             loads = ((hpc * t * 2, t * L0_TILE * 2) if j == 0 else (t * L0_TILE * 2,))
             unit(loads, mm, pre, post)
             if j == 0:
-                mte1.extend(XSet(x, X_SFREE) for x in aivs)
-        mte1.extend(XSet(x, X_KVFREE) for x in aivs)
+                mte1.extend(xs_sfree)
+        mte1.extend(xs_kvfree)
 
     frags = 0
     per_tile = L0_TILE // plan.frag_cols
@@ -226,14 +287,14 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         for f in range(plan.fragments):
             j = f // per_tile
             if f % per_tile == 0:
-                fix.append(Wait("m", "fix", 1 + j))
+                fix.append(w_m_fix[1 + j])
             if frags >= FRAG_BUFFERS:
-                fix.extend(XWait(x, X_FRAGFREE) for x in aivs)
+                fix.extend(xw_fragfree)
             fix.append(isa.Fixpipe(hpc, plan.frag_cols, "fp32", dst, label="O fragment -> UB"))
-            fix.extend(XSet(x, X_FRAG) for x in aivs)
+            fix.extend(xs_frag)
             frags += 1
             if f % per_tile == per_tile - 1:
-                fix.append(Set("fix", "m", 1 + j))
+                fix.append(s_fix_m[1 + j])
 
     for g in range(n + 1):
         if g < n:
@@ -248,19 +309,22 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     for g in range(n + 1):
         if g < n:
             t = len(blocks[g].tokens)
-            fix.append(Wait("m", "fix", 0))
+            fix.append(w_m_fix[0])
             if g >= 1:
-                fix.extend(XWait(x, X_PFREE) for x in aivs)
+                fix.extend(xw_pfree)
             fix.append(isa.Fixpipe(hpc, t, "fp32", dst, label="P -> UB"))
-            fix.append(Set("fix", "m", 0))
-            fix.extend(XSet(x, X_P) for x in aivs)
+            fix.append(s_fix_m[0])
+            fix.extend(xs_p)
         if g >= 1 and drain[g - 1] and not blocks[g - 1].first:
             drain_frags()                               # rescale drain before O[g-1]
         if g >= 1 and (g == n or blocks[g].first):
             drain_frags()                               # the item ending at g-1: its O
 
 
-def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint) -> None:
+def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint,
+         chunks) -> None:
+    """One AIV's records; ``chunks``: its (tokens, descriptor tokens) per block
+    (``_descriptors``)."""
     mte2, vec, mte3 = prog.pipe(unit, "mte2"), prog.pipe(unit, "v"), prog.pipe(unit, "mte3")
     n = len(blocks)
     rows, d = plan.rows, p.d_v
@@ -277,9 +341,12 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
     w_mte3_v_0, s_v_mte2_0, s_v_mte3_0 = Wait("mte3", "v", 0), Set("v", "mte2", 0), Set("v", "mte3", 0)
     w_v_mte3_0, s_mte3_v_0, w_v_mte3_1 = Wait("v", "mte3", 0), Set("mte3", "v", 0), Wait("v", "mte3", 1)
     s_v_mte3_1 = Set("v", "mte3", 1)
+    xw_frag, xs_fragfree = XWait("aic", X_FRAG), XSet("aic", X_FRAGFREE)
+    w_mte3_v_1, s_v_mte3_2, w_v_mte3_2 = Wait("mte3", "v", 1), Set("v", "mte3", 2), Wait("v", "mte3", 2)
+    s_mte3_v_1 = Set("mte3", "v", 1)
+    kv_to_l1, s_to_l1 = {}, {}            # tokens -> that chunk's KV / that block's S copy to L1
     xw_kvfree, xw_p, xw_sfree = XWait("aic", X_KVFREE), XWait("aic", X_P), XWait("aic", X_SFREE)
     xs_kv, xs_s, xs_pfree = XSet("aic", X_KV), XSet("aic", X_S), XSet("aic", X_PFREE)
-    per_desc = 2 if p.gather2 else 1
     gather_chunks = plan.gather_chunks
 
     def drain_in(final_item):
@@ -297,20 +364,20 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         nonlocal stores_pending, o_blocks
         e = rows * plan.frag_cols
         for f in range(plan.fragments):
-            vec.append(XWait("aic", X_FRAG))
+            vec.append(xw_frag)
             if stores_pending:
-                vec.append(Wait("mte3", "v", 1))
+                vec.append(w_mte3_v_1)
                 stores_pending -= 1
             if final_item is None:
                 vec.extend(vf.scale_o(rows, plan.frag_cols, o_blocks > 0))
-                vec.append(XSet("aic", X_FRAGFREE))
+                vec.append(xs_fragfree)
                 continue
             vec.extend(vf.final_output(rows, plan.frag_cols, o_blocks > 0))
-            vec.append(XSet("aic", X_FRAGFREE))
-            vec.append(Set("v", "mte3", 2))
-            mte3.append(Wait("v", "mte3", 2))
+            vec.append(xs_fragfree)
+            vec.append(s_v_mte3_2)
+            mte3.append(w_v_mte3_2)
             mte3.append(isa.Copy("ub_to_gm", e * 2, ("o", final_item, v, f), label="O -> GM"))
-            mte3.append(Set("mte3", "v", 1))
+            mte3.append(s_mte3_v_1)
         if final_item is None:
             o_blocks += 1
         else:
@@ -321,7 +388,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         preproc = []          # V work of block gb's indices, issued after softmax (S2 order)
         if 0 <= gb < n:
             blk = blocks[gb]
-            mine = [c for c in _chunks(blk, plan) if c[1] == v]
+            mine = chunks[gb]
             if blk.index_group >= 0:
                 # S2 run_issue_index_fetch / run_process_index: once per group of 640 indices
                 # of one cache (decode: main and extra each start a group), on all of them
@@ -334,17 +401,16 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 preproc.append(Set("v", "mte2", 1))
                 mte2.append(Wait("v", "mte2", 1))
             row = KV_ROW_BYTES[blk.dtype]
-            ndesc = sum(-(-len(c[2]) // per_desc) for c in mine)
+            ndesc = sum(len(c[1]) for c in mine)
             stall_at = ndesc - limit      # descriptor after which dispatch may go on
             desc = 0
             # the block's gather records by their tokens (a fast front of the Copy memo)
             recs = _GATHERS.get((row, kv_hint, blk.cache, blk.seq))
             if recs is None:
                 recs = _GATHERS[(row, kv_hint, blk.cache, blk.seq)] = {}
-            for _, _, toks in mine:
+            for _, keys in mine:
                 if gathered >= gather_chunks:
                     mte2.append(w_v_mte2_0)
-                keys = [toks[i:i + per_desc] for i in range(0, len(toks), per_desc)]
                 recs_of = list(map(recs.get, keys))
                 if not all(recs_of):
                     for x, key in enumerate(keys):
@@ -376,7 +442,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
             blk = blocks[nb]
             if nb >= plan.kv_l1_stages:
                 mte3.append(xw_kvfree)
-            for _, _, toks in (c for c in _chunks(blk, plan) if c[1] == v):
+            for toks, _ in chunks[nb]:
                 t = len(toks)
                 vec.append(w_mte2_v_0)
                 if converted >= 1:
@@ -389,7 +455,10 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 vec.append(s_v_mte3_0)
                 converted += 1
                 mte3.append(w_v_mte3_0)
-                mte3.append(Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1"))
+                rec = kv_to_l1.get(t)
+                if rec is None:
+                    rec = kv_to_l1[t] = Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1")
+                mte3.append(rec)
                 mte3.append(s_mte3_v_0)
                 mte3.append(xs_kv)
         sb = j + 1
@@ -402,7 +471,10 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
             mte3.append(w_v_mte3_1)
             if sb >= 1:
                 mte3.append(xw_sfree)
-            mte3.append(Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1"))
+            rec = s_to_l1.get(t)
+            if rec is None:
+                rec = s_to_l1[t] = Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1")
+            mte3.append(rec)
             mte3.append(xs_s)
             mte3.append(xs_pfree)
             if sb + 1 == n or blocks[sb + 1].first:

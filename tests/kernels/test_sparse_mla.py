@@ -299,3 +299,19 @@ def test_cli_rejects_a_negative_vf_issue_rate_naming_the_key(cli, topology_path,
               "--set", "topology.chip.vector.vf_issue_per_cycle=-1")
     user_error(res, "ascend950dt.yaml (with --set overrides)",
                "chip.vector.vf_issue_per_cycle = -1", "expected a number >= 0", nothing_ran=True)
+
+
+def test_gathers_made_by_filling_slots_equal_isa_copys_own_records(chip):
+    # ``_new_copy`` skips the frozen dataclass's __init__: its records must be the ones
+    # isa.Copy builds (every field, equality, hash), and the schedule's gathers such records
+    for args in (("gm_to_ub", 1152, ("kv", "kv", 0, 7), "normal", "KV gather"),
+                 ("gm_to_ub", 2304, None, "notalloc", "KV gather2",
+                  (("kv", "kv", 0, 1), ("kv", "kv", 0, 9)))):
+        fast, own = core._new_copy(*args), isa.Copy(*args)
+        assert type(fast) is isa.Copy and fast == own and hash(fast) == hash(own)
+        assert [getattr(fast, f) for f in isa.Copy.__slots__] == \
+            [getattr(own, f) for f in isa.Copy.__slots__]
+    gathers = [i for c in _sched(chip).cores for i in c.pipes[("aiv0", "mte2")]
+               if type(i) is isa.Copy and i.label.startswith("KV gather")]
+    assert gathers and all(i == isa.Copy(i.path, i.size_bytes, i.gm_key, i.l2_hint, i.label,
+                                          i.regions) for i in gathers)
