@@ -207,6 +207,18 @@ def test_a_deepep_note_expects_the_two_process_wall_time(repo_root):
                       ["num_ranks=2048", "num_experts=2048", "tokens_per_rank=8192",
                        "topology.supernode.spine_radix=256"])
     assert "two processes" not in big.cost_note(2)       # EP2048 stays in one process
+    assert "expect ~8 minutes;" in big.cost_note(2)
+
+
+def test_a_deepep_note_counts_only_the_phase_that_runs(repo_root):
+    # routing and the plan are paid whatever the phase; combine is ~0.7 of the flows' cost
+    def note(phase):
+        return load_inputs(repo_root / "topologies" / "atlas950-supernode.yaml",
+                           repo_root / "workloads" / "deepep-normal.yaml",
+                           ["num_ranks=2048", "num_experts=2048", "tokens_per_rank=8192",
+                            "topology.supernode.spine_radix=256", f"phase={phase}"]).cost_note(2)
+    assert "expect ~6 minutes;" in note("combine")
+    assert "expect ~3 minutes;" in note("dispatch")
 
 
 def test_the_announcement_is_one_line_on_stderr_before_the_run(cli, small_gemm, topology_path, monkeypatch):

@@ -141,7 +141,15 @@ def cost(topology, params: dict) -> float:
     note, not a model value."""
     ranks = params["num_ranks"] or topology.supernode.num_ranks
     flows = ranks * (ranks - 1) * (10 if params["send_order"] == "jetty_fifo" else 1)
-    return 0.8 + 2.0e-6 * params["tokens_per_rank"] * ranks + 2.3e-7 * flows ** 1.4
+    return (0.8 + 2.0e-6 * params["tokens_per_rank"] * ranks
+            + PHASE_SHARE[params["phase"]] * 2.3e-7 * flows ** 1.4)
+
+
+#: each kernel's share of the flows' cost in ``cost`` (routing and the plan are paid whatever
+#: the phase): EP2048 combine alone took 231 s of user time against 317 s for both
+#: (benchmarks/README.md, end of round 4), and at EP1024 the two-process wall time, which is
+#: combine's, is ~0.7 of the one-process run's; an estimate for the note
+PHASE_SHARE = {"both": 1.0, "dispatch": 0.3, "combine": 0.7}
 
 
 REFERENCE = Reference("DeepEP at EP8 (16384 tokens per rank)", 1.1)
