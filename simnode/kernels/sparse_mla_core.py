@@ -81,6 +81,7 @@ def _copy_slots():
 
 
 _SLOTS = _copy_slots()
+_NEW = object.__new__
 
 
 def _new_copy(path, size, gm_key, hint, label, regions=()) -> isa.Copy:
@@ -100,8 +101,6 @@ def _new_copy(path, size, gm_key, hint, label, regions=()) -> isa.Copy:
     s_regions(rec, regions)
     return rec
 
-
-_NEW = object.__new__
 
 
 def _gather(row: int, hint: str, cache: str, seq: int, toks: tuple) -> isa.Copy:
@@ -168,8 +167,8 @@ def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
 
 def _launch(prog, launch_ns: float, cold_ns: float) -> None:
     """The per-launch time before any unit's first instruction: kernel launch + InitSocState
-    (facts 1.2, S6: ~1.9 us; S2 calls AscendC::InitSocState() first) and the cold start (a
-    what-if, 0 by default: see sparse_mla.COLD_START_NS). Each unit's scalar pipe spends it,
+    (facts 1.2, S6: ~1.9 us; S2 calls AscendC::InitSocState() first) and the cold start
+    (calibrated; 0 for warm caches: see sparse_mla.COLD_START_NS). Each unit's scalar pipe spends it,
     then releases the unit's other pipes (set s -> pipe, event 0)."""
     delays = [isa.Delay(ns, label) for ns, label in ((launch_ns, "kernel launch + InitSocState"),
                                                      (cold_ns, "cold start")) if ns > 0]

@@ -84,9 +84,8 @@ def cost_note(kind: WorkloadKind, topology, params: dict, jobs: int = 1) -> str 
     ratio = seconds / kind.reference.seconds
     if ratio < LONG_RUN_FACTOR or seconds < LONG_RUN_S:
         return None
-    wall, how = seconds, ""
-    if jobs >= 2 and kind.wall_share is not None and kind.wall_share(topology, params) < 1:
-        wall, how = seconds * kind.wall_share(topology, params), " in two processes"
+    share = kind.wall_share(topology, params) if jobs >= 2 and kind.wall_share is not None else 1.0
+    wall, how = seconds * share, (" in two processes" if share < 1 else "")
     return (f"this run is estimated at ~{ratio:,.0f}x the work of {kind.reference.label} "
             f"(~{kind.reference.seconds:g} s of one core): expect ~{_duration(wall)}{how}; "
             f"--progress draws its progress line even off a terminal")
