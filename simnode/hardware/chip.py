@@ -341,21 +341,17 @@ class ChipSim:
     def _issue_later(self, p: _Pipe) -> None:
         """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
         pipe itself is resumed once it has streamed)."""
-        _, ins, path, size = p.ops[p.i]
-        if p.bursts:
-            p.copy_m = self._issue(p, p.ops, p.i, path, size)
-        else:
-            self._gm_start(ins, path, size, p)
-            p.copy_m = 1
+        p.copy_m = self._issue(p, p.ops, p.i)
 
-    def _issue(self, p: _Pipe, ops: list, i: int, path: _Path, size: float) -> int:
-        """Start the GM read at ``ops[i]``, issued at ``p.t``, with the reads after it as one
-        burst if they can go as one (``_burst_len``, ``_burst_start``); returns how many reads
-        it started."""
-        n = len(ops)
-        if i >= p.no_burst and not path.write and i + 4 <= n \
+    def _issue(self, p: _Pipe, ops: list, i: int) -> int:
+        """Start the GM copy at ``ops[i]``, issued at ``p.t``; an MTE2 read with reads after it
+        goes as one burst with them if they can go as one (``_burst_len``, ``_burst_start``).
+        Returns how many reads it started. (The single copy's start, ``_gm_start``, is
+        written out here: this runs once per GM copy.)"""
+        _, ins, path, size = ops[i]
+        if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
                 and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
-            m = self._burst_len(ops, i, n, path, size, p.t, p.inflight, p.limit)
+            m = self._burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
             if m > 1:
                 got = self._burst_start(ops, i, m, path, size, p)
                 if got > 1:
@@ -363,7 +359,19 @@ class ChipSim:
                 # read i - got - 1 may miss: read by read up to it; the whole run if the
                 # first may (a cold or not-allocated run: the rest would mostly miss too)
                 p.no_burst = i + m if got == -1 else i - got
-        self._gm_start(ops[i][1], path, size, p)
+        if type(ins) is not _Copy or not ins.regions:
+            # L2 hit or miss: a miss and a write also stream through HBM
+            p.copy_end = -math.inf
+            p.copy_parts = 1
+            if path.write:
+                self.l2.write(ins.gm_key, size, ins.l2_hint == "normal")
+                res = self._res_miss
+            else:
+                res = self._res_hit if self.l2.read(ins.gm_key, size, ins.l2_hint == "normal") \
+                    else self._res_miss
+            self.share.start_cb(size, res, None, path.bw, self._copy_done, p)
+        else:
+            self._gm_start(ins, path, size, p)
         return 1
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
@@ -578,7 +586,7 @@ class ChipSim:
         wake = ready.append
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
-        bursts = p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
+        p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
         while i < n:
             op = ops[i]
             kind = op[0]
@@ -632,16 +640,13 @@ class ChipSim:
                         t = free
                 if path.gm:
                     p.t = t
-                    if t > env.now:
+                    if t > env._now:
                         # started when the clock reaches ``t`` (``_issue_later``); the pipe
                         # stays suspended until the copy has streamed
                         p.i = i
                         self._resume_at(p)
-                    elif bursts:
-                        p.copy_m = self._issue(p, ops, i, path, size)
                     else:
-                        self._gm_start(ins, path, size, p)
-                        p.copy_m = 1
+                        p.copy_m = self._issue(p, ops, i)
                     yield                           # resumed by ``_copy_done``
                     m = p.copy_m
                     if m > 1:
@@ -740,6 +745,7 @@ _TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
 #: (``_run`` tests the next three ops for copies before it asks ``_burst_len``)
 MIN_BURST = 4
 _NORMAL = simpy.events.NORMAL
+_Copy = isa.Copy
 
 
 def _fix_bytes(ins: isa.Fixpipe) -> int:
