@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -566,7 +567,9 @@ class ChipSim:
         (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time)
         and a GM copy, started now or, if its issue time is still ahead of the clock, then
         (``_resume_at``), resumed once it has streamed (``_copy_done``). Between them
-        its clocks and program counter stay in local variables: a resumption costs no reload."""
+        its clocks and program counter stay in local variables: a resumption costs no reload.
+        The ops are walked by one iterator that the generator keeps across its yields (a wait's
+        set moves ``p.i`` on by one, as the iterator does), so an op costs no index arithmetic."""
         env = self.env
         tracer = self.tracer
         tid = p.tid
@@ -574,7 +577,6 @@ class ChipSim:
         ready = self._ready
         heappop, heappush = heapq.heappop, heapq.heappush
         ops = p.ops
-        n = len(ops)
         i = p.i
         t, done = p.t, p.done
         busy = p.busy
@@ -587,8 +589,8 @@ class ChipSim:
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
         p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
-        while i < n:
-            op = ops[i]
+        walk = enumerate(ops if i == 0 else itertools.islice(ops, i, None), i)
+        for i, op in walk:
             kind = op[0]
             if kind == _TIME:
                 dur = op[1]
@@ -609,7 +611,7 @@ class ChipSim:
                     f.waiter = p
                     p.i, p.t = i, t
                     yield                           # resumed by the matching set
-                    i, t = p.i, p.t
+                    t = p.t                         # (and ``p.i`` moved past the wait)
                     continue
                 if ts > t:
                     waits[op[2]] = waits.get(op[2], 0.0) + (ts - t)
@@ -667,7 +669,8 @@ class ChipSim:
                         if comp > done:
                             done = comp
                         t = end
-                        i += m
+                        for _ in range(m - 1):      # the burst's other reads
+                            next(walk)
                         continue
                     # the copy finished streaming: account for it, then go on
                     start = t
@@ -687,7 +690,6 @@ class ChipSim:
                             tracer.counter(pid, p.qtrack, start, {"requests": len(inflight)})
                     if comp > done:
                         done = comp
-                    i += 1
                     continue
                 stream = size / path.bw
                 occ = stream if stream > path.ii else path.ii
@@ -716,9 +718,8 @@ class ChipSim:
                 comp = t + op[2]
                 if comp > done:
                     done = comp
-            i += 1
         # the pipe has run its last op
-        p.i, p.t, p.done, p.busy = i, t, done, busy
+        p.i, p.t, p.done, p.busy = len(ops), t, done, busy
         st = p.stats
         if p.qtrack is not None and inflight:     # empty once the last request completes
             tracer.counter(pid, p.qtrack, max(inflight), {"requests": 0})
