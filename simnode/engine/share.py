@@ -690,7 +690,8 @@ class Share:
                 return
             self._leave_fast()                      # it would contend: solve from now on
         self._pending.append(((cap, resources), weights, size, member))
-        self._request_start()
+        if not self._in_wake:                       # (else placed by the running wake: a
+            self._request_start()                   # chip's copies start there, ~100 k a run)
 
     def _request_start(self) -> None:
         if self._in_wake:
@@ -995,11 +996,14 @@ class Share:
         if pending or self._pending_groups:
             self._layout += 1
         fresh, grown = [], []                       # keyed classes new / with a new member
+        known = self._key2cls.get
         for key, weights, size, member in pending:
             if key is None:                         # a group's members (``start_group``)
                 self._place_bulk(*weights, fresh, grown)
                 continue
-            c = self._class(key)
+            c = known(key)
+            if c is None:
+                c = self._class(key)
             self._seq += 1
             tag = self._V[c] + size
             heapq.heappush(self._heaps[c], (tag, self._seq, member, weights))
