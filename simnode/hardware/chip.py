@@ -589,17 +589,18 @@ class ChipSim:
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
         p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
+        TIME, WAIT, SET, COPY, BARRIER = _TIME, _WAIT, _SET, _COPY, _BARRIER    # (locals)
         walk = enumerate(ops if i == 0 else itertools.islice(ops, i, None), i)
         for i, op in walk:
             kind = op[0]
-            if kind == _TIME:
+            if kind == TIME:
                 dur = op[1]
                 t += dur
                 busy += dur
                 comp = t + op[2]
                 if comp > done:
                     done = comp
-            elif kind == _WAIT:
+            elif kind == WAIT:
                 f = op[1]
                 q = f.q
                 if q:
@@ -616,7 +617,7 @@ class ChipSim:
                 if ts > t:
                     waits[op[2]] = waits.get(op[2], 0.0) + (ts - t)
                     t = ts
-            elif kind == _SET:
+            elif kind == SET:
                 f = op[1]
                 fire = done if done > t else t
                 w = f.waiter
@@ -631,7 +632,7 @@ class ChipSim:
                     wake(w)
                 else:
                     heappush(f.q, fire)
-            elif kind == _COPY:
+            elif kind == COPY:
                 _, ins, path, size = op
                 while inflight and inflight[0] <= t:
                     popleft()
@@ -703,7 +704,7 @@ class ChipSim:
                     push(comp)
                 if comp > done:
                     done = comp
-            elif kind == _BARRIER:
+            elif kind == BARRIER:
                 if done > t:
                     t = done
             else:                                   # _TIME_TRACED
