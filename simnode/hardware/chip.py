@@ -207,7 +207,8 @@ class ChipSim:
     def launch(self, schedule: KernelSchedule) -> tuple[simpy.Event, ChipRun]:
         """Start every pipe of ``schedule``; the event fires when all have finished."""
         distinct: dict = {}                 # each pipe's distinct records, found by the check
-        schedule.check(self.chip, distinct)
+        runs: dict = {}                     # and its repeated runs that hold (``repeat_runs``)
+        schedule.check(self.chip, distinct, runs)
         now = self.env.now
         run = ChipRun(schedule, now, now)
         chip = self.chip
@@ -240,7 +241,7 @@ class ChipSim:
         for p in pipes:
             p.stats.finish_ns = now
             p.group = state
-            p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)))
+            p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)), runs.pop(id(p.instrs)))
             p.step = self._run(p).__next__
         if not pipes:
             self._finish(run)
@@ -489,12 +490,13 @@ class ChipSim:
         return m
 
     # -- compiled pipe programs -----------------------------------------------------------
-    def _compile(self, p: _Pipe, cache: dict, distinct: list) -> list:
+    def _compile(self, p: _Pipe, cache: dict, distinct: list, runs: list = ()) -> list:
         """The pipe's instructions as op tuples, resolved once per distinct record (records
         are shared, frozen objects, so a pipe of a million instructions holds a few hundred):
         (WAIT, flag, setter), (SET, flag), (TIME, dur, lat) for work that touches nothing
         shared, (COPY, ins, path, size), (BARRIER,). A TIME op moves the pipe's clock by
-        ``dur`` and its latest completion to at least clock + ``lat``."""
+        ``dur`` and its latest completion to at least clock + ``lat``. ``runs``: the pipe's
+        runs of records that repeat earlier ones (``repeat_runs``), whose ops are copied."""
         core, unit = p.core, p.unit
         traced = p.tid is not None
         local = cache.setdefault((core, unit, p.pipe, p.cyc, traced), {})
@@ -525,7 +527,18 @@ class ChipSim:
             else:
                 raise ScheduleError(f"{p.name}: cannot execute {ins!r}.")
             local[key] = op
-        return list(map(local.__getitem__, map(id, p.instrs)))
+        get, instrs = local.__getitem__, p.instrs
+        if not runs:
+            return list(map(get, map(id, instrs)))
+        # a run that repeats earlier records (``CoreProgram.repeats``, checked) repeats their ops
+        ops, pos = [], 0
+        for start, length, src in runs:
+            if start > pos:
+                ops.extend(map(get, map(id, instrs[pos:start])))
+            ops.extend(ops[src:src + length])
+            pos = start + length
+        ops.extend(map(get, map(id, instrs[pos:])))
+        return ops
 
     def _flag(self, key) -> "_Flag":
         f = self._flags.get(key)

@@ -287,8 +287,8 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
     fix_wait = [isa.WaitFlag("m", "fix", h) for h in range(2)]
     fix_set = [isa.SetFlag("fix", "m", h) for h in range(2)]
     mte2 = prog.pipe("aic", "mte2").append
-    mte1_list = prog.pipe("aic", "mte1")
-    cube_list = prog.pipe("aic", "m")
+    prog.pipe("aic", "mte1")                # (made here: the pipes' order is the launch's order)
+    prog.pipe("aic", "m")
     fix = prog.pipe("aic", "fix").append
     if dequant is not None:
         dq = _DequantPipes(prog, dequant, S)
@@ -359,6 +359,7 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
         return m1, mm, l0 - l0_0
 
     seqs = {}
+    placed_m1, placed_mm = {}, {}     # block key -> where its MTE1 / cube records went first
     stage = l0 = 0          # running L1 stage and L0 step counters (slot = counter % depth)
     half_uses = 0           # running L0C half counter
     for task in tasks:
@@ -394,8 +395,8 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
         seq = seqs.get(key)
         if seq is None:
             seq = seqs[key] = block_seqs(stage, l0, subs, live, l0_rows, cols, halves, first_use)
-        mte1_list.extend(seq[0])
-        cube_list.extend(seq[1])
+        prog.place("aic", "mte1", seq[0], placed_m1, key)   # (a block placed again is noted
+        prog.place("aic", "m", seq[1], placed_mm, key)      # as a repeat: the engine's passes skip it)
         stage += kb_count
         l0 += seq[2]
         for i, (sm, sn) in enumerate(subs):
