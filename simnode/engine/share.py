@@ -414,6 +414,11 @@ class Share:
         self._free: list = []
         self._links: list = []              # resource ids per class (-1 padded when arrays)
         self._w: list = []                  # weight per resource
+        # interpreted: solo rows of groups still held as the group's arrays, [first class row,
+        # rows, weights, how many of them are live]; their ``_links`` / ``_w`` entries are None
+        # until ``_materialize`` makes them lists (only the vector solve reads them as arrays,
+        # ``_solve``); a block whose rows all left is dropped (its None rows are free rows)
+        self._lazy: list = []
         self._sw: list = []                 # resources the solver visits (skipped ones last)
         self._ccap: list = []
         self._n: list = []                  # members (the class's multiplicity in the solve)
@@ -1083,9 +1088,11 @@ class Share:
             # bulk, freed rows reused first
             if width > self._width:
                 self._width = width
-            link_rows = list(map(tuple, rows.tolist()))
-            w_rows = weights.tolist()
             reuse = min(len(self._free), m)
+            if reuse:
+                self._materialize()                 # (before reused rows are written)
+                link_rows = list(map(tuple, rows[:reuse].tolist()))
+                w_rows = weights[:reuse].tolist()
             ids = [self._free.pop() for _ in range(reuse)]
             for i, c in enumerate(ids):
                 self._links[c], self._w[c], self._sw[c] = link_rows[i], w_rows[i], width
@@ -1095,8 +1102,11 @@ class Share:
             first = len(self._cls_key)
             rest = m - reuse
             if rest:
-                self._links.extend(link_rows[reuse:])
-                self._w.extend(w_rows[reuse:])
+                # the new rows stay arrays until a reader needs lists (``_materialize``): a
+                # large group's rows are read only by the vector solve, which wants arrays
+                self._links.extend([None] * rest)
+                self._w.extend([None] * rest)
+                self._lazy.append([first, rows[reuse:], weights[reuse:], rest])  # + rows live
                 self._sw.extend([width] * rest)
                 self._ccap.extend(caps[reuse:].tolist())
                 self._top.extend(sizes[reuse:].tolist())
@@ -1398,11 +1408,14 @@ class Share:
         tags = np.concatenate([p[1] for p in solos]) if len(solos) > 1 else solos[0][1]
         served = np.concatenate([p[2] for p in solos]) if len(solos) > 1 else solos[0][2]
         cs = ids.tolist()
-        V, links, w, n = self._V, self._links, self._w, self._n
+        V, n = self._V, self._n
         over = (np.array([V[c] for c in cs]) - tags).tolist()
         past = [i for i, o in enumerate(over) if o > 0.0]
         spans = None
         if past:
+            if self._lazy:
+                self._materialize()
+            links, w = self._links, self._w
             res_bytes = self._bytes
             for i in past:
                 o = over[i]
@@ -1417,11 +1430,21 @@ class Share:
                          [tuple(w[cs[i]]) for i in past], [over[i] for i in past])
         for c in cs:
             n[c] -= 1
+        if self._lazy:                          # drop the blocks whose rows all left
+            for b in self._lazy:
+                b[3] -= int(np.count_nonzero((ids >= b[0]) & (ids < b[0] + b[1].shape[0])))
+            self._lazy = [b for b in self._lazy if b[3] > 0]
         return cs, spans
 
     def _solve(self) -> None:
         self.recomputes += 1
         act = self._active()
+        block = None
+        if self._lazy and len(act):
+            if len(act) * self._width >= VECTOR_SOLVE and (self._any_fcfs or len(act) > SMALL_SOLVE):
+                block = self._lazy_block(act)   # the vector solve reads them as arrays
+            if block is None:
+                self._materialize()
         if len(act) == 0:
             for r in range(len(self._rate)):
                 self._rate[r] = 0.0
@@ -1435,7 +1458,7 @@ class Share:
             # one large solve, interpreted: numpy (same rates up to rounding, maxmin)
             if maxmin.vector_rates(act, self._links, self._w, self._sw, self._ones(), self._ccap,
                                    self._cap, self._fcfs, self._any_fcfs, self._skip,
-                                   self._crate, self._rate):
+                                   self._crate, self._rate, block):
                 raise ValueError("unbounded rates: a transfer crosses no limited resource and "
                                  "has no cap (a first-come-first-served resource does not bound "
                                  "its users by itself)")
@@ -1486,6 +1509,8 @@ class Share:
             if width > self._width:
                 self._width = width
             if self._free:
+                if self._lazy:
+                    self._materialize()         # (before a reused row is written)
                 c = self._free.pop()
                 self._links[c], self._w[c] = resources, [0.0] * width
             else:
@@ -1547,6 +1572,7 @@ class Share:
         """Move the class rows into numpy arrays and run the compiled loops (same results)."""
         fns = maxmin.compiled()
         from simnode.engine.jit import compile_functions
+        self._materialize()
         kern = compile_functions(_KERNELS, _KERNEL_CONSTANTS)
         if fns is None or kern is None:
             self._work = -INF                   # numba missing: stay interpreted
@@ -1556,7 +1582,7 @@ class Share:
         links = np.full((rows, width), -1, dtype=LINK)
         w = np.zeros((rows, width))
         for c in range(rows):
-            m = len(self._links[c])
+            m = len(self._links[c]) if self._links[c] is not None else 0   # (None: a free row)
             if m:
                 links[c, :m] = self._links[c]
                 w[c, :m] = self._w[c]
@@ -1598,6 +1624,26 @@ class Share:
         # handed over: ``maxmin.solve`` returns it, or larger buffers that replace it
         self._scratch = None
         return s
+
+    def _materialize(self) -> None:
+        """Interpreted: make the rows still held as group arrays (``_lazy``) lists, as
+        ``_place_group`` made them before it deferred this (the same values)."""
+        for first, rows, w, _ in self._lazy:
+            stop = first + rows.shape[0]
+            self._links[first:stop] = map(tuple, rows.tolist())
+            self._w[first:stop] = w.tolist()
+        self._lazy = []
+
+    def _lazy_block(self, act):
+        """The (rows, weights) arrays of the active classes ``act`` (sorted) if they are
+        exactly the rows of one lazy block, else None."""
+        if len(self._lazy) != 1:
+            return None
+        first, rows, w, _ = self._lazy[0]
+        m = rows.shape[0]
+        if len(act) != m or act[0] != first or act[-1] != first + m - 1:
+            return None                         # (sorted, distinct: then act is that range)
+        return rows, w
 
     def _ones(self):
         """The solver's multiplicity per class: 1 (a class's weights sum its members')."""
