@@ -639,13 +639,13 @@ class Share:
             rows = np.where(valid, rows, -1)[:, :width]
             weights = np.where(valid, weights, 0.0)[:, :width]
         else:
-            # the used ones moved to the front of their rows, in their order
-            i, j = np.nonzero(valid)
-            at = np.cumsum(valid, axis=1)[i, j] - 1
+            # the used ones moved to the front of their rows, in their order: the k-th used
+            # one of row i to flat position i * width + k (one masked scatter per array)
+            at = (np.cumsum(valid, axis=1) - 1 + (np.arange(n) * width)[:, None])[valid]
             packed = np.full((n, width), -1, dtype=np.int64)
-            packed[i, at] = rows[i, j]
+            packed.ravel()[at] = rows[valid]
             w = np.zeros((n, width))
-            w[i, at] = weights[i, j]
+            w.ravel()[at] = weights[valid]
             rows, weights = packed, w
         if rows.size and rows.max() >= len(self.names):
             raise ValueError(f"unknown resource id in rows (max {rows.max()})")
@@ -660,14 +660,16 @@ class Share:
             self._groups_done(np.full(ks.shape, gid), ks, served)
         live = np.flatnonzero(~idle)
         if live.size:
-            key = np.concatenate([rows[live], caps[live][:, None].view(np.int64)], axis=1)
+            if live.size < n:                   # (rows and weights are this call's own arrays)
+                rows, weights = rows[live], weights[live]
+            key = np.concatenate([rows, caps[live][:, None].view(np.int64)], axis=1)
             if _has_repeats(key):
                 # members with the same resources and cap: one shared class per key (``_class``),
                 # placed in order with the other pending starts
-                self._pending.append((None, (group, gid, live, sizes[live], key, weights[live],
+                self._pending.append((None, (group, gid, live, sizes[live], key, weights,
                                              used[live]), None, None))
             else:
-                self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
+                self._pending_groups.append((gid, live, sizes[live], rows, weights,
                                              np.array(caps[live])))
             self._request_start()
         return group
