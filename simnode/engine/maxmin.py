@@ -698,7 +698,8 @@ def vector_rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip,
     (tests/engine/test_maxmin.py: 1e-12 relative on random problems). Rows hold their
     resources first, then -1 pads only (as ``Share`` and ``max_min`` make them). ``block``:
     the rows and weights of the classes ``act`` as two [n, width] arrays (``links`` and
-    ``wts`` are then not read; the same arrays as from those lists, so the same rates).
+    ``wts`` are then not read; the same arrays as from those lists, so the same rates),
+    ``act`` then being consecutive rows (``Share``'s block of one group, ``_lazy_block``).
     Returns 0, or 1 if a class is bounded by nothing."""
     import numpy as np
     from itertools import chain
@@ -707,6 +708,8 @@ def vector_rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip,
     nres = len(res_cap)
     get = itemgetter(*act) if n > 1 else (lambda lst: (lst[act[0]],) if n else ())
     if block is not None:
+        a0 = act[0]
+        get = lambda lst: lst[a0:a0 + n]   # noqa: E731 (consecutive rows: a slice)
         rows, wb = block
         width = rows.shape[1]
         res = rows.ravel()
@@ -752,8 +755,11 @@ def vector_rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip,
             got = _vfill(n, cls, res, dw, cap2, cap_r, visit & ~skip_r[res])
             if got is None:
                 return 1
-    for c, x in zip(act, got.tolist()):
-        rate[c] = x
+    if block is not None:
+        rate[a0:a0 + n] = got.tolist()
+    else:
+        for c, x in zip(act, got.tolist()):
+            rate[c] = x
     res_rate[:] = np.bincount(res, w * (m * got)[cls], nres).tolist()   # ``_load``
     return 0
 
@@ -781,8 +787,10 @@ def _vfill(n, cls, res, dw, cp, cap_r, keep):
         if not (np.bincount(ir, idw * cp[ic], nres)[lim] > cap_r[lim]).any():
             return cp.copy()                # every class at its cap: nothing fills
     used = np.zeros(nres)
-    # resource -> its incidences (by resource, class order kept); class -> its incidences
-    by_res = np.argsort(ir, kind="stable")
+    # resource -> its incidences (by resource, class order kept); class -> its incidences.
+    # A stable sort has one result whatever the key's dtype: int16 ids sort by radix, ~10x
+    # faster than int64 ones
+    by_res = np.argsort(ir.astype(np.int16) if nres <= 32767 else ir, kind="stable")
     rcls = ic[by_res]
     rptr = np.zeros(nres + 1, dtype=np.int64)
     np.cumsum(cnt, out=rptr[1:])
