@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from operator import itemgetter
 from typing import Callable
 
 import numpy as np
@@ -113,6 +114,21 @@ def _has_repeats(key: np.ndarray) -> bool:
             return True                                     # two rows are equal
         # (only rows that differ met: rare; decided exactly below)
     return np.unique(key, axis=0).shape[0] < n
+
+
+def _gather(lst: list, idx: list) -> tuple:
+    """``lst[i]`` for each i of ``idx``, as a tuple (``itemgetter``: one C call, not a loop)."""
+    return itemgetter(*idx)(lst) if len(idx) > 1 else tuple(lst[i] for i in idx)
+
+
+def _fill(lst: list, idx: list, value) -> None:
+    """``lst[i] = value`` for each i of ``idx`` (distinct ids, ascending): one slice
+    assignment when they are a range (a group's solo classes usually are)."""
+    if idx and idx[-1] - idx[0] + 1 == len(idx):
+        lst[idx[0]:idx[-1] + 1] = [value] * len(idx)
+    else:
+        for i in idx:
+            lst[i] = value
 
 
 # -- inner loops (numba-compatible: run interpreted on lists or compiled on arrays) ---------------
@@ -1161,31 +1177,32 @@ class Share:
                 end = max(end, self._commit_solo(solo, now, exact))
         else:
             sg = self._sg
-            due = out[:k]
-            solo = [c for c in due if sg[c] >= 0]
-            multi = [c for c in due if sg[c] < 0] if len(solo) < k else []
+            due = out[:k]                       # (ascending: ``_due`` visits ``act`` in order)
+            gdue = np.array(_gather(sg, due), dtype=np.int64)
+            if (gdue >= 0).all():
+                solo, multi, gids = due, [], gdue
+            else:
+                solo = [c for c in due if sg[c] >= 0]
+                multi = [c for c in due if sg[c] < 0]
+                gids = gdue[gdue >= 0]
             if solo:
                 # group members in solo classes, at once as arrays (as ``_commit_solo``): each
                 # served at its own time, groups told in ascending order, members in class order
                 top = self._top
                 ids = np.array(solo, dtype=np.int64)
-                tags = np.array([top[c] for c in solo])
+                tags = np.array(_gather(top, solo))
                 if exact:
                     served = np.full(ids.shape, now)
                 else:
-                    V, cr = self._V, self._crate
-                    v = np.array([V[c] for c in solo])
-                    r = np.array([cr[c] for c in solo])
+                    v = np.array(_gather(self._V, solo))
+                    r = np.array(_gather(self._crate, solo))
                     served = now + np.where(r > 0, np.maximum(tags - v, 0.0)
                                             / np.where(r > 0, r, 1.0), 0.0)
                 # released before any keyed class's members (their order in the unit counters)
                 self._solo_ghosts.append((ids, tags, served))
-                for c in solo:
-                    top[c] = INF
-                gids = np.array([sg[c] for c in solo], dtype=np.int64)
-                sk = self._sk
+                _fill(top, solo, INF)
                 order = np.argsort(gids, kind="stable")
-                self._groups_done(gids[order], np.array([sk[c] for c in solo], dtype=np.int64)[order],
+                self._groups_done(gids[order], np.array(_gather(self._sk, solo), dtype=np.int64)[order],
                                   served[order])
                 end = max(end, float(served.max()))
         for c in multi:
@@ -1350,9 +1367,9 @@ class Share:
             if self._act_arr is not None and freed.size:   # classes only left
                 self._act_arr = np.delete(self._act_arr, np.searchsorted(self._act_arr, freed))
             return
-        freed_solo, spans = [], None
+        freed_solo, spans, solo_range = [], None, False
         if solos:                                       # solo classes of groups (``_commit_group``)
-            freed_solo, spans = self._release_solos(solos)
+            freed_solo, spans, solo_range = self._release_solos(solos)
         if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
             ghosts = [e for g in ghosts for e in (
                 zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
@@ -1389,12 +1406,22 @@ class Share:
             self._sg[c] = -1
         self._act.difference_update(freed)
         if freed_solo:                                  # no key, no bulk; tags already inf
-            crate, sg = self._crate, self._sg
-            for c in freed_solo:
-                crate[c] = 0.0
-                sg[c] = -1
-            self._act.difference_update(freed_solo)
-            freed.update(freed_solo)
+            if solo_range:                              # (ascending: ``_fill`` may slice)
+                _fill(self._crate, freed_solo, 0.0)
+                _fill(self._sg, freed_solo, -1)
+            else:
+                crate, sg = self._crate, self._sg
+                for c in freed_solo:
+                    crate[c] = 0.0
+                    sg[c] = -1
+            if len(freed_solo) == len(self._act):      # (distinct active classes: all of them)
+                self._act.clear()
+            else:
+                self._act.difference_update(freed_solo)
+            if freed:
+                freed.update(freed_solo)
+            else:                                       # distinct: sorted as their set would be
+                freed = freed_solo
         self._free.extend(sorted(freed, reverse=True))
         self._act_arr = None
 
@@ -1403,18 +1430,19 @@ class Share:
         served_ns) arrays, in the order they were served), as ``_release`` would one by one:
         a member's weights are its class's row (unchanged since it was served); only members
         credited past their finish change the unit counters (in member order); each class
-        empties (its row is rebuilt when it is reused). Returns the classes and, for the
-        series, the past-credited members' (served_ns, rows, weights, units over) lists (None
-        if none or no series)."""
+        empties (its row is rebuilt when it is reused). Returns the classes, for the series
+        the past-credited members' (served_ns, rows, weights, units over) lists (None if none
+        or no series), and whether the classes are one ascending range."""
         ids = np.concatenate([p[0] for p in solos]) if len(solos) > 1 else solos[0][0]
         tags = np.concatenate([p[1] for p in solos]) if len(solos) > 1 else solos[0][1]
         served = np.concatenate([p[2] for p in solos]) if len(solos) > 1 else solos[0][2]
         cs = ids.tolist()
-        V, n = self._V, self._n
-        over = (np.array([V[c] for c in cs]) - tags).tolist()
-        past = [i for i, o in enumerate(over) if o > 0.0]
+        n = self._n
+        ov = np.array(_gather(self._V, cs)) - tags
+        past = np.flatnonzero(ov > 0.0).tolist()
         spans = None
         if past:
+            over = ov.tolist()
             if self._lazy:
                 self._materialize()
             links, w = self._links, self._w
@@ -1430,13 +1458,17 @@ class Share:
             if self.series is not None:
                 spans = ([float(served[i]) for i in past], [links[cs[i]] for i in past],
                          [tuple(w[cs[i]]) for i in past], [over[i] for i in past])
-        for c in cs:
-            n[c] -= 1
+        span = cs and cs[-1] - cs[0] + 1 == len(cs) and bool((np.diff(ids) > 0).all())
+        if span:                                # the classes are the range cs[0] .. cs[-1]
+            n[cs[0]:cs[-1] + 1] = [x - 1 for x in n[cs[0]:cs[-1] + 1]]
+        else:
+            for c in cs:
+                n[c] -= 1
         if self._lazy:                          # drop the blocks whose rows all left
             for b in self._lazy:
                 b[3] -= int(np.count_nonzero((ids >= b[0]) & (ids < b[0] + b[1].shape[0])))
             self._lazy = [b for b in self._lazy if b[3] > 0]
-        return cs, spans
+        return cs, spans, span
 
     def _solve(self) -> None:
         self.recomputes += 1
