@@ -79,6 +79,10 @@ VECTOR_SOLVE = 20_000
 #: dtype of the class rows' resource ids once compiled: every solve streams them (half the
 #: bytes of int64)
 LINK = np.int32
+#: interpreted wakes with at least this many active classes advance them and find the next
+#: and the due finishes in numpy (``_advance_vec``, ``_due_vec``, ``_next_vec``: the same
+#: operations element by element, so the same results); fewer stay plain loops
+VECTOR_LOOPS = 2048
 
 
 def _odd_multipliers(n: int, seed: int = 17) -> np.ndarray:
@@ -275,6 +279,51 @@ def _relayout(ids, links, w, skip, sw):
                     wr[k] = x
                 k += 1
         sw[c] = k
+
+
+# -- the same three loops for many classes, interpreted (lists in, numpy inside) ------------------
+def _column(lst: list, act: list, span) -> np.ndarray:
+    """``lst[c]`` for c in ``act`` (a slice when they are the range ``span``)."""
+    return np.array(lst[span[0]:span[1]] if span else _gather(lst, act), dtype=float)
+
+
+def _span(act: list):
+    """(first, stop) if the ascending distinct ids ``act`` are one range, else None."""
+    return (act[0], act[-1] + 1) if act and act[-1] - act[0] + 1 == len(act) else None
+
+
+def _advance_vec(act, V, crate, dt):
+    """``_advance``: V[c] + crate[c] x dt, the same two roundings per class."""
+    span = _span(act)
+    v = (_column(V, act, span) + _column(crate, act, span) * dt).tolist()
+    if span:
+        V[span[0]:span[1]] = v
+    else:
+        for c, x in zip(act, v):
+            V[c] = x
+
+
+def _due_vec(act, top, V, crate, window, out):
+    """``_due``: the loop's test, term by term in its order."""
+    span = _span(act)
+    v = _column(V, act, span)
+    due = np.flatnonzero(_column(top, act, span) - v
+                         <= _column(crate, act, span) * window + EPS_UNITS + EPS_REL * v)
+    k = due.shape[0]
+    out[:k] = (due + span[0]).tolist() if span else _gather(act, due.tolist()) if k else []
+    return k
+
+
+def _next_vec(act, top, V, crate):
+    """``_next``: the least (top - V) / rate over moving classes; as the loop, a time that is
+    not below inf (inf, nan) is never the answer."""
+    span = _span(act)
+    r = _column(crate, act, span)
+    moving = r > 0.0
+    with np.errstate(invalid="ignore"):         # (inf - inf: nan, never the answer)
+        t = (_column(top, act, span)[moving] - _column(V, act, span)[moving]) / r[moving]
+    t = t[t < INF]
+    return float(t.min()) if t.shape[0] else INF
 
 
 _KERNELS = (_advance, _accrue, _due, _next, _release, _note_covers, _relayout)
@@ -826,7 +875,9 @@ class Share:
         dt = now - self._t
         if dt > 0:
             k = self._k
-            k["_advance"](self._active(), self._V, self._crate, dt)
+            act = self._active()
+            (_advance_vec if not self.compiled and len(act) >= VECTOR_LOOPS else k["_advance"])(
+                act, self._V, self._crate, dt)
             k["_accrue"](self._rate, self._bytes, self._busy, dt)
             if self.series is not None:
                 self.series.add_rates(self._t, now, np.asarray(self._rate, dtype=float))
@@ -885,7 +936,9 @@ class Share:
             if self._fq:
                 self._request(self._fq[0][0])
             return
-        t = self._k["_next"](self._active(), self._top, self._V, self._crate)
+        act = self._active()
+        t = (_next_vec if not self.compiled and len(act) >= VECTOR_LOOPS else self._k["_next"])(
+            act, self._top, self._V, self._crate)
         if t < INF:
             self._request(now + max(t, 0.0))
 
@@ -1165,7 +1218,8 @@ class Share:
             return now
         window = self.batch_window_ns + now * 1e-15     # + float resolution of the clock
         out = self._due_buf(len(act))
-        k = self._k["_due"](act, self._top, self._V, self._crate, window, out)
+        due = _due_vec if not self.compiled and len(act) >= VECTOR_LOOPS else self._k["_due"]
+        k = due(act, self._top, self._V, self._crate, window, out)
         end = now
         exact = self.batch_window_ns == 0.0
         if self.compiled:
