@@ -7,7 +7,6 @@ The loader functions of every spec are written with it, never ``Spec(**yaml)``.
 
 from __future__ import annotations
 
-import difflib
 import math
 from pathlib import Path
 from typing import Any, Iterable
@@ -78,6 +77,7 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    import difflib                      # (only when a name is wrong: not on every run's import)
     close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
     return f"Did you mean '{close[0]}'?" if close else ""
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from operator import itemgetter
 from typing import Callable
 
 import numpy as np
@@ -78,6 +79,10 @@ VECTOR_SOLVE = 20_000
 #: dtype of the class rows' resource ids once compiled: every solve streams them (half the
 #: bytes of int64)
 LINK = np.int32
+#: interpreted wakes with at least this many active classes advance them and find the next
+#: and the due finishes in numpy (``_advance_vec``, ``_due_vec``, ``_next_vec``: the same
+#: operations element by element, so the same results); fewer stay plain loops
+VECTOR_LOOPS = 2048
 
 
 def _odd_multipliers(n: int, seed: int = 17) -> np.ndarray:
@@ -113,6 +118,21 @@ def _has_repeats(key: np.ndarray) -> bool:
             return True                                     # two rows are equal
         # (only rows that differ met: rare; decided exactly below)
     return np.unique(key, axis=0).shape[0] < n
+
+
+def _gather(lst: list, idx: list) -> tuple:
+    """``lst[i]`` for each i of ``idx``, as a tuple (``itemgetter``: one C call, not a loop)."""
+    return itemgetter(*idx)(lst) if len(idx) > 1 else tuple(lst[i] for i in idx)
+
+
+def _fill(lst: list, idx: list, value) -> None:
+    """``lst[i] = value`` for each i of ``idx`` (distinct ids, ascending): one slice
+    assignment when they are a range (a group's solo classes usually are)."""
+    if idx and idx[-1] - idx[0] + 1 == len(idx):
+        lst[idx[0]:idx[-1] + 1] = [value] * len(idx)
+    else:
+        for i in idx:
+            lst[i] = value
 
 
 # -- inner loops (numba-compatible: run interpreted on lists or compiled on arrays) ---------------
@@ -259,6 +279,51 @@ def _relayout(ids, links, w, skip, sw):
                     wr[k] = x
                 k += 1
         sw[c] = k
+
+
+# -- the same three loops for many classes, interpreted (lists in, numpy inside) ------------------
+def _column(lst: list, act: list, span) -> np.ndarray:
+    """``lst[c]`` for c in ``act`` (a slice when they are the range ``span``)."""
+    return np.array(lst[span[0]:span[1]] if span else _gather(lst, act), dtype=float)
+
+
+def _span(act: list):
+    """(first, stop) if the ascending distinct ids ``act`` are one range, else None."""
+    return (act[0], act[-1] + 1) if act and act[-1] - act[0] + 1 == len(act) else None
+
+
+def _advance_vec(act, V, crate, dt):
+    """``_advance``: V[c] + crate[c] x dt, the same two roundings per class."""
+    span = _span(act)
+    v = (_column(V, act, span) + _column(crate, act, span) * dt).tolist()
+    if span:
+        V[span[0]:span[1]] = v
+    else:
+        for c, x in zip(act, v):
+            V[c] = x
+
+
+def _due_vec(act, top, V, crate, window, out):
+    """``_due``: the loop's test, term by term in its order."""
+    span = _span(act)
+    v = _column(V, act, span)
+    due = np.flatnonzero(_column(top, act, span) - v
+                         <= _column(crate, act, span) * window + EPS_UNITS + EPS_REL * v)
+    k = due.shape[0]
+    out[:k] = (due + span[0]).tolist() if span else _gather(act, due.tolist()) if k else []
+    return k
+
+
+def _next_vec(act, top, V, crate):
+    """``_next``: the least (top - V) / rate over moving classes; as the loop, a time that is
+    not below inf (inf, nan) is never the answer."""
+    span = _span(act)
+    r = _column(crate, act, span)
+    moving = r > 0.0
+    with np.errstate(invalid="ignore"):         # (inf - inf: nan, never the answer)
+        t = (_column(top, act, span)[moving] - _column(V, act, span)[moving]) / r[moving]
+    t = t[t < INF]
+    return float(t.min()) if t.shape[0] else INF
 
 
 _KERNELS = (_advance, _accrue, _due, _next, _release, _note_covers, _relayout)
@@ -414,6 +479,11 @@ class Share:
         self._free: list = []
         self._links: list = []              # resource ids per class (-1 padded when arrays)
         self._w: list = []                  # weight per resource
+        # interpreted: solo rows of groups still held as the group's arrays, [first class row,
+        # rows, weights, how many of them are live]; their ``_links`` / ``_w`` entries are None
+        # until ``_materialize`` makes them lists (only the vector solve reads them as arrays,
+        # ``_solve``); a block whose rows all left is dropped (its None rows are free rows)
+        self._lazy: list = []
         self._sw: list = []                 # resources the solver visits (skipped ones last)
         self._ccap: list = []
         self._n: list = []                  # members (the class's multiplicity in the solve)
@@ -634,13 +704,13 @@ class Share:
             rows = np.where(valid, rows, -1)[:, :width]
             weights = np.where(valid, weights, 0.0)[:, :width]
         else:
-            # the used ones moved to the front of their rows, in their order
-            i, j = np.nonzero(valid)
-            at = np.cumsum(valid, axis=1)[i, j] - 1
+            # the used ones moved to the front of their rows, in their order: the k-th used
+            # one of row i to flat position i * width + k (one masked scatter per array)
+            at = (np.cumsum(valid, axis=1) - 1 + (np.arange(n) * width)[:, None])[valid]
             packed = np.full((n, width), -1, dtype=np.int64)
-            packed[i, at] = rows[i, j]
+            packed.ravel()[at] = rows[valid]
             w = np.zeros((n, width))
-            w[i, at] = weights[i, j]
+            w.ravel()[at] = weights[valid]
             rows, weights = packed, w
         if rows.size and rows.max() >= len(self.names):
             raise ValueError(f"unknown resource id in rows (max {rows.max()})")
@@ -655,14 +725,16 @@ class Share:
             self._groups_done(np.full(ks.shape, gid), ks, served)
         live = np.flatnonzero(~idle)
         if live.size:
-            key = np.concatenate([rows[live], caps[live][:, None].view(np.int64)], axis=1)
+            if live.size < n:                   # (rows and weights are this call's own arrays)
+                rows, weights = rows[live], weights[live]
+            key = np.concatenate([rows, caps[live][:, None].view(np.int64)], axis=1)
             if _has_repeats(key):
                 # members with the same resources and cap: one shared class per key (``_class``),
                 # placed in order with the other pending starts
-                self._pending.append((None, (group, gid, live, sizes[live], key, weights[live],
+                self._pending.append((None, (group, gid, live, sizes[live], key, weights,
                                              used[live]), None, None))
             else:
-                self._pending_groups.append((gid, live, sizes[live], rows[live], weights[live],
+                self._pending_groups.append((gid, live, sizes[live], rows, weights,
                                              np.array(caps[live])))
             self._request_start()
         return group
@@ -804,7 +876,9 @@ class Share:
         dt = now - self._t
         if dt > 0:
             k = self._k
-            k["_advance"](self._active(), self._V, self._crate, dt)
+            act = self._active()
+            (_advance_vec if not self.compiled and len(act) >= VECTOR_LOOPS else k["_advance"])(
+                act, self._V, self._crate, dt)
             k["_accrue"](self._rate, self._bytes, self._busy, dt)
             if self.series is not None:
                 self.series.add_rates(self._t, now, np.asarray(self._rate, dtype=float))
@@ -863,7 +937,9 @@ class Share:
             if self._fq:
                 self._request(self._fq[0][0])
             return
-        t = self._k["_next"](self._active(), self._top, self._V, self._crate)
+        act = self._active()
+        t = (_next_vec if not self.compiled and len(act) >= VECTOR_LOOPS else self._k["_next"])(
+            act, self._top, self._V, self._crate)
         if t < INF:
             self._request(now + max(t, 0.0))
 
@@ -1093,9 +1169,11 @@ class Share:
             # bulk, freed rows reused first
             if width > self._width:
                 self._width = width
-            link_rows = list(map(tuple, rows.tolist()))
-            w_rows = weights.tolist()
             reuse = min(len(self._free), m)
+            if reuse:
+                self._materialize()                 # (before reused rows are written)
+                link_rows = list(map(tuple, rows[:reuse].tolist()))
+                w_rows = weights[:reuse].tolist()
             ids = [self._free.pop() for _ in range(reuse)]
             for i, c in enumerate(ids):
                 self._links[c], self._w[c], self._sw[c] = link_rows[i], w_rows[i], width
@@ -1105,8 +1183,11 @@ class Share:
             first = len(self._cls_key)
             rest = m - reuse
             if rest:
-                self._links.extend(link_rows[reuse:])
-                self._w.extend(w_rows[reuse:])
+                # the new rows stay arrays until a reader needs lists (``_materialize``): a
+                # large group's rows are read only by the vector solve, which wants arrays
+                self._links.extend([None] * rest)
+                self._w.extend([None] * rest)
+                self._lazy.append([first, rows[reuse:], weights[reuse:], rest])  # + rows live
                 self._sw.extend([width] * rest)
                 self._ccap.extend(caps[reuse:].tolist())
                 self._top.extend(sizes[reuse:].tolist())
@@ -1147,7 +1228,8 @@ class Share:
             return now
         window = self.batch_window_ns + now * 1e-15     # + float resolution of the clock
         out = self._due_buf(len(act))
-        k = self._k["_due"](act, self._top, self._V, self._crate, window, out)
+        due = _due_vec if not self.compiled and len(act) >= VECTOR_LOOPS else self._k["_due"]
+        k = due(act, self._top, self._V, self._crate, window, out)
         end = now
         exact = self.batch_window_ns == 0.0
         if self.compiled:
@@ -1159,31 +1241,32 @@ class Share:
                 end = max(end, self._commit_solo(solo, now, exact))
         else:
             sg = self._sg
-            due = out[:k]
-            solo = [c for c in due if sg[c] >= 0]
-            multi = [c for c in due if sg[c] < 0] if len(solo) < k else []
+            due = out[:k]                       # (ascending: ``_due`` visits ``act`` in order)
+            gdue = np.array(_gather(sg, due), dtype=np.int64)
+            if (gdue >= 0).all():
+                solo, multi, gids = due, [], gdue
+            else:
+                solo = [c for c in due if sg[c] >= 0]
+                multi = [c for c in due if sg[c] < 0]
+                gids = gdue[gdue >= 0]
             if solo:
                 # group members in solo classes, at once as arrays (as ``_commit_solo``): each
                 # served at its own time, groups told in ascending order, members in class order
                 top = self._top
                 ids = np.array(solo, dtype=np.int64)
-                tags = np.array([top[c] for c in solo])
+                tags = np.array(_gather(top, solo))
                 if exact:
                     served = np.full(ids.shape, now)
                 else:
-                    V, cr = self._V, self._crate
-                    v = np.array([V[c] for c in solo])
-                    r = np.array([cr[c] for c in solo])
+                    v = np.array(_gather(self._V, solo))
+                    r = np.array(_gather(self._crate, solo))
                     served = now + np.where(r > 0, np.maximum(tags - v, 0.0)
                                             / np.where(r > 0, r, 1.0), 0.0)
                 # released before any keyed class's members (their order in the unit counters)
                 self._solo_ghosts.append((ids, tags, served))
-                for c in solo:
-                    top[c] = INF
-                gids = np.array([sg[c] for c in solo], dtype=np.int64)
-                sk = self._sk
+                _fill(top, solo, INF)
                 order = np.argsort(gids, kind="stable")
-                self._groups_done(gids[order], np.array([sk[c] for c in solo], dtype=np.int64)[order],
+                self._groups_done(gids[order], np.array(_gather(self._sk, solo), dtype=np.int64)[order],
                                   served[order])
                 end = max(end, float(served.max()))
         for c in multi:
@@ -1348,9 +1431,9 @@ class Share:
             if self._act_arr is not None and freed.size:   # classes only left
                 self._act_arr = np.delete(self._act_arr, np.searchsorted(self._act_arr, freed))
             return
-        freed_solo, spans = [], None
+        freed_solo, spans, solo_range = [], None, False
         if solos:                                       # solo classes of groups (``_commit_group``)
-            freed_solo, spans = self._release_solos(solos)
+            freed_solo, spans, solo_range = self._release_solos(solos)
         if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
             ghosts = [e for g in ghosts for e in (
                 zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
@@ -1387,12 +1470,22 @@ class Share:
             self._sg[c] = -1
         self._act.difference_update(freed)
         if freed_solo:                                  # no key, no bulk; tags already inf
-            crate, sg = self._crate, self._sg
-            for c in freed_solo:
-                crate[c] = 0.0
-                sg[c] = -1
-            self._act.difference_update(freed_solo)
-            freed.update(freed_solo)
+            if solo_range:                              # (ascending: ``_fill`` may slice)
+                _fill(self._crate, freed_solo, 0.0)
+                _fill(self._sg, freed_solo, -1)
+            else:
+                crate, sg = self._crate, self._sg
+                for c in freed_solo:
+                    crate[c] = 0.0
+                    sg[c] = -1
+            if len(freed_solo) == len(self._act):      # (distinct active classes: all of them)
+                self._act.clear()
+            else:
+                self._act.difference_update(freed_solo)
+            if freed:
+                freed.update(freed_solo)
+            else:                                       # distinct: sorted as their set would be
+                freed = freed_solo
         self._free.extend(sorted(freed, reverse=True))
         self._act_arr = None
 
@@ -1401,18 +1494,22 @@ class Share:
         served_ns) arrays, in the order they were served), as ``_release`` would one by one:
         a member's weights are its class's row (unchanged since it was served); only members
         credited past their finish change the unit counters (in member order); each class
-        empties (its row is rebuilt when it is reused). Returns the classes and, for the
-        series, the past-credited members' (served_ns, rows, weights, units over) lists (None
-        if none or no series)."""
+        empties (its row is rebuilt when it is reused). Returns the classes, for the series
+        the past-credited members' (served_ns, rows, weights, units over) lists (None if none
+        or no series), and whether the classes are one ascending range."""
         ids = np.concatenate([p[0] for p in solos]) if len(solos) > 1 else solos[0][0]
         tags = np.concatenate([p[1] for p in solos]) if len(solos) > 1 else solos[0][1]
         served = np.concatenate([p[2] for p in solos]) if len(solos) > 1 else solos[0][2]
         cs = ids.tolist()
-        V, links, w, n = self._V, self._links, self._w, self._n
-        over = (np.array([V[c] for c in cs]) - tags).tolist()
-        past = [i for i, o in enumerate(over) if o > 0.0]
+        n = self._n
+        ov = np.array(_gather(self._V, cs)) - tags
+        past = np.flatnonzero(ov > 0.0).tolist()
         spans = None
         if past:
+            over = ov.tolist()
+            if self._lazy:
+                self._materialize()
+            links, w = self._links, self._w
             res_bytes = self._bytes
             for i in past:
                 o = over[i]
@@ -1425,13 +1522,27 @@ class Share:
             if self.series is not None:
                 spans = ([float(served[i]) for i in past], [links[cs[i]] for i in past],
                          [tuple(w[cs[i]]) for i in past], [over[i] for i in past])
-        for c in cs:
-            n[c] -= 1
-        return cs, spans
+        span = cs and cs[-1] - cs[0] + 1 == len(cs) and bool((np.diff(ids) > 0).all())
+        if span:                                # the classes are the range cs[0] .. cs[-1]
+            n[cs[0]:cs[-1] + 1] = [x - 1 for x in n[cs[0]:cs[-1] + 1]]
+        else:
+            for c in cs:
+                n[c] -= 1
+        if self._lazy:                          # drop the blocks whose rows all left
+            for b in self._lazy:
+                b[3] -= int(np.count_nonzero((ids >= b[0]) & (ids < b[0] + b[1].shape[0])))
+            self._lazy = [b for b in self._lazy if b[3] > 0]
+        return cs, spans, span
 
     def _solve(self) -> None:
         self.recomputes += 1
         act = self._active()
+        block = None
+        if self._lazy and len(act):
+            if len(act) * self._width >= VECTOR_SOLVE and (self._any_fcfs or len(act) > SMALL_SOLVE):
+                block = self._lazy_block(act)   # the vector solve reads them as arrays
+            if block is None:
+                self._materialize()
         if len(act) == 0:
             for r in range(len(self._rate)):
                 self._rate[r] = 0.0
@@ -1445,7 +1556,7 @@ class Share:
             # one large solve, interpreted: numpy (same rates up to rounding, maxmin)
             if maxmin.vector_rates(act, self._links, self._w, self._sw, self._ones(), self._ccap,
                                    self._cap, self._fcfs, self._any_fcfs, self._skip,
-                                   self._crate, self._rate):
+                                   self._crate, self._rate, block):
                 raise ValueError("unbounded rates: a transfer crosses no limited resource and "
                                  "has no cap (a first-come-first-served resource does not bound "
                                  "its users by itself)")
@@ -1496,6 +1607,8 @@ class Share:
             if width > self._width:
                 self._width = width
             if self._free:
+                if self._lazy:
+                    self._materialize()         # (before a reused row is written)
                 c = self._free.pop()
                 self._links[c], self._w[c] = resources, [0.0] * width
             else:
@@ -1557,6 +1670,7 @@ class Share:
         """Move the class rows into numpy arrays and run the compiled loops (same results)."""
         fns = maxmin.compiled()
         from simnode.engine.jit import compile_functions
+        self._materialize()
         kern = compile_functions(_KERNELS, _KERNEL_CONSTANTS)
         if fns is None or kern is None:
             self._work = -INF                   # numba missing: stay interpreted
@@ -1566,7 +1680,7 @@ class Share:
         links = np.full((rows, width), -1, dtype=LINK)
         w = np.zeros((rows, width))
         for c in range(rows):
-            m = len(self._links[c])
+            m = len(self._links[c]) if self._links[c] is not None else 0   # (None: a free row)
             if m:
                 links[c, :m] = self._links[c]
                 w[c, :m] = self._w[c]
@@ -1608,6 +1722,26 @@ class Share:
         # handed over: ``maxmin.solve`` returns it, or larger buffers that replace it
         self._scratch = None
         return s
+
+    def _materialize(self) -> None:
+        """Interpreted: make the rows still held as group arrays (``_lazy``) lists, as
+        ``_place_group`` made them before it deferred this (the same values)."""
+        for first, rows, w, _ in self._lazy:
+            stop = first + rows.shape[0]
+            self._links[first:stop] = map(tuple, rows.tolist())
+            self._w[first:stop] = w.tolist()
+        self._lazy = []
+
+    def _lazy_block(self, act):
+        """The (rows, weights) arrays of the active classes ``act`` (sorted) if they are
+        exactly the rows of one lazy block, else None."""
+        if len(self._lazy) != 1:
+            return None
+        first, rows, w, _ = self._lazy[0]
+        m = rows.shape[0]
+        if len(act) != m or act[0] != first or act[-1] != first + m - 1:
+            return None                         # (sorted, distinct: then act is that range)
+        return rows, w
 
     def _ones(self):
         """The solver's multiplicity per class: 1 (a class's weights sum its members')."""

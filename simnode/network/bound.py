@@ -59,6 +59,13 @@ def port_loads(traffic_bytes, spec_or_routes, routing: str | None = None,
     """Bytes and capacity of every port the traffic crosses; see the module docstring.
     ``with_headers``: count wire bytes as if each entry were one message (fewest headers:
     still a lower bound)."""
+    routes, out, b = _loads(traffic_bytes, spec_or_routes, routing, flow_keys, with_headers)
+    return out + [PortLoad(name, float(x), float(c)) for name, x, c in
+                  zip(routes.port_names, b, routes.port_capacity_GBps)]
+
+
+def _loads(traffic_bytes, spec_or_routes, routing, flow_keys, with_headers):
+    """(routes, the URMA sides' PortLoads, bytes per port) of ``port_loads``."""
     routes = _routes(spec_or_routes, routing)
     spec = routes.spec
     t = _by_key(traffic_bytes, routes.num_ranks, flow_keys)
@@ -66,10 +73,7 @@ def port_loads(traffic_bytes, spec_or_routes, routing: str | None = None,
     if with_headers:
         packets = np.maximum(1, np.ceil(t / spec.mtu_bytes))
         t = np.where(t > 0, t + packets * spec.header_bytes_per_packet, 0.0)
-    b = routes.port_loads(t)
-    out = _urma_loads(payload, spec)
-    return out + [PortLoad(name, float(x), float(c)) for name, x, c in
-                  zip(routes.port_names, b, routes.port_capacity_GBps)]
+    return routes, _urma_loads(payload, spec), routes.port_loads(t)
 
 
 def _urma_loads(payload: np.ndarray, spec: SupernodeSpec) -> list[PortLoad]:
@@ -92,9 +96,17 @@ def busiest_load(routes: Routes, traffic_bytes, extra: list | None = None,
 
 def busiest_port(traffic_bytes, spec_or_routes, routing: str | None = None,
                  flow_keys: tuple[int, ...] = (0,), with_headers: bool = False) -> PortLoad:
-    """The port with the largest bytes / capacity (the first such, in port order)."""
-    loads = port_loads(traffic_bytes, spec_or_routes, routing, flow_keys, with_headers)
-    return max(loads, key=lambda p: p.time_ns)
+    """The port with the largest bytes / capacity (the first such, in port order): the one
+    ``max`` picks from ``port_loads``, without a record per port (the same division, so
+    the same times; URMA sides come first, so they win ties)."""
+    routes, urma, b = _loads(traffic_bytes, spec_or_routes, routing, flow_keys, with_headers)
+    best = max(urma, key=lambda p: p.time_ns) if urma else None
+    if not b.size:
+        return best if best is not None else max(urma, key=lambda p: p.time_ns)
+    cap = np.asarray(routes.port_capacity_GBps, dtype=float)
+    i = int(np.argmax(b / cap))                 # the first largest
+    port = PortLoad(routes.port_names[i], float(b[i]), float(cap[i]))
+    return best if best is not None and best.time_ns >= port.time_ns else port
 
 
 def analytical_bound_ns(traffic_matrix_bytes, spec_or_routes, routing: str | None = None,

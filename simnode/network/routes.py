@@ -299,8 +299,8 @@ class Routes:
             lat[other] = self.up_lat[src[other]] + self.down_lat[dst[other]]
             same = other & (a == b)
         rows[same, 1] = self.down_port[dst[same]]
-        cross = other & (a != b)
-        if cross.any():
+        cross = np.flatnonzero(other & (a != b))   # (indices: the mask is used seven times)
+        if cross.size:
             ac, bc = a[cross], b[cross]
             npaths = self.mid_n[ac, bc]
             if self.routing == "ecmp":

@@ -19,6 +19,7 @@ payload limit and the share of it reached, the analytical bound and the hottest 
 from __future__ import annotations
 
 import math
+from itertools import chain
 
 import numpy as np
 import simpy
@@ -63,7 +64,7 @@ def peers_of(pattern: str, num_ranks: int, p2p_src: int = 0, p2p_dst: int = 1) -
         return [[p2p_dst] if r == p2p_src else [] for r in range(R)]
     if pattern == "ring":
         return [[(r + 1) % R] for r in range(R)]
-    return [[d for d in range(R) if d != r] for r in range(R)]
+    return [list(range(r)) + list(range(r + 1, R)) for r in range(R)]   # every d != r, in order
 
 
 def _check(topology, params, source: str = "workload"):
@@ -122,10 +123,7 @@ class TransportSim:
             times[r].mark("doorbell", times[r].start_ns, s)
         # one train of puts per peer; each is complete when its last byte has landed and the
         # acknowledgement has travelled back (a reliable write completes on the ack)
-        dsts = [np.asarray(self.peers[r], dtype=np.int64) for r in senders]
-        counts = np.array([d.shape[0] for d in dsts], dtype=np.int64)
-        dst = np.concatenate(dsts)
-        src = np.repeat(np.asarray(senders, dtype=np.int64), counts)
+        src, dst, counts = self._pairs(senders)
         group = self.ends.send_many(src, dst, np.full(dst.shape, float(self.bytes_per_peer)),
                                     self.wqes * PUT_WQEBBS * self.spec.wqebb_bytes, self.wqes,
                                     np.repeat(counts, counts), tag=(src, dst))
@@ -137,6 +135,14 @@ class TransportSim:
             times[r].mark("puts (transfer + ack)", s, end)
             times[r].end_ns = end
         yield env.timeout(max(ends) - env.now)
+
+    def _pairs(self, senders: list):
+        """(source, destination) rank of every put, sender by sender, each sender's peers in
+        order, and each sender's count (arrays)."""
+        counts = np.fromiter(map(len, (self.peers[r] for r in senders)), np.int64, len(senders))
+        dst = np.fromiter(chain.from_iterable(self.peers[r] for r in senders), np.int64,
+                          int(counts.sum()))
+        return np.repeat(np.asarray(senders, dtype=np.int64), counts), dst, counts
 
     def run(self) -> dict:
         self.env = simpy.Environment()
@@ -156,8 +162,8 @@ class TransportSim:
                                messages)
         R = len(self.peers)
         traffic = np.zeros((R, R))
-        for r in senders:
-            traffic[r, self.peers[r]] = self.bytes_per_peer
+        src, dst, _ = self._pairs(senders)
+        traffic[src, dst] = self.bytes_per_peer
         if not math.isclose(self.net.payload_bytes_sent, float(traffic.sum()), rel_tol=1e-9):
             raise RuntimeError(f"transport: conservation violated: {self.net.payload_bytes_sent} payload "
                                f"bytes sent, {traffic.sum()} planned")

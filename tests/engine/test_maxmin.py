@@ -365,3 +365,33 @@ def test_a_reused_index_compacted_or_not_gives_the_same_rates(inst, data):
     finally:
         maxmin.PRUNE_SLACK = saved
     assert out[1] == out[0] and out[2] == out[0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_vector_form_reads_a_block_of_arrays_as_its_lists(seed):
+    """``vector_rates`` given the classes' rows and weights as arrays (``block``, as ``Share``
+    keeps a group's rows) gives the rates and loads of the same rows as lists, bit for bit."""
+    rng = np.random.default_rng(2000 + seed)
+    nres, n, width = int(rng.integers(2, 30)), int(rng.integers(20, 300)), int(rng.integers(1, 7))
+    rows = np.full((n, width), -1, dtype=np.int64)
+    w = np.zeros((n, width))
+    for c in range(n):
+        k = int(rng.integers(1, min(width, nres) + 1))
+        rows[c, :k] = rng.choice(nres, k, replace=False)
+        w[c, :k] = rng.uniform(0.2, 3.0, k)
+    caps = [INF if rng.random() < 0.5 else float(rng.uniform(0.05, 20.0)) for _ in range(n)]
+    capacity = rng.uniform(5.0, 400.0, nres).tolist()
+    fcfs = (rng.random(nres) < 0.25).tolist()
+    skip = (rng.random(nres) < 0.15).tolist() if seed % 2 else [False] * nres
+    caps = [c if c < INF or not all(r < 0 or fcfs[r] or skip[r] for r in row) else 7.5
+            for row, c in zip(rows.tolist(), caps)]
+    act = list(range(n))
+    got = []
+    for block in (None, (rows, w)):
+        rate, res_rate = [0.0] * n, [0.0] * nres
+        links = list(map(tuple, rows.tolist())) if block is None else [None] * n
+        wts = w.tolist() if block is None else [None] * n
+        err = maxmin.vector_rates(act, links, wts, [width] * n, [1.0] * n, caps, capacity, fcfs,
+                                  any(fcfs), skip, rate, res_rate, block)
+        got.append((err, rate, res_rate))
+    assert got[0][0] == 0 and got[0] == got[1]

@@ -487,3 +487,179 @@ def test_group_of_members_without_resources_is_served_at_its_caps():
                           [5.0, 4.0], 0.0)
     env.run()
     assert g.served_ns.tolist() == [2.0, 5.0]
+
+
+def _waves_run(seed: int, window: float, compile_after: float, inside_starts: str):
+    """Waves of one all-pairs group (every member a row of its own) over per-rank links and
+    HBMs, single transfers and a second, smaller group started while a wave runs (they reuse
+    the rows the previous wave freed), with a series; returns every served time, the bytes
+    per resource, the series' bins, the solves and whether the run compiled."""
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    share = Share(env, batch_window_ns=window, series_bins=16, series_bin_ns=200.0)
+    R = 6
+    up = share.add_resources([f"up{r}" for r in range(R)], rng.uniform(40, 60, R))
+    down = share.add_resources([f"down{r}" for r in range(R)], rng.uniform(40, 60, R))
+    hbm = share.add_resources([f"hbm{r}" for r in range(R)], [150.0] * R, "fcfs")
+    pairs = [(s, d) for s in range(R) for d in range(R) if s != d]
+    served = {}
+
+    def waves():
+        for k in range(4):
+            rows = [(up[s], down[d], hbm[s], hbm[d]) for s, d in pairs]
+            w = np.tile([1.0, 1.0, 1.0, 2.5], (len(pairs), 1))
+            caps = rng.choice([2.0, float("inf")], len(pairs))
+            g = share.start_group(rng.uniform(100, 1000, len(pairs)), rows, w, caps, 1.0)
+            g.callbacks.append(lambda _e, g=g, k=k: served.update(
+                {(k, j): t for j, t in enumerate(g.served_ns.tolist())}))
+            g.on_served = lambda ks, t, k=k: inside(k)
+            yield g
+
+    def inside(k):
+        # at the first members' completion, inside the wake that releases them: a transfer
+        # and/or a group that take rows those members free, before anything else is solved
+        if ("in", k) in served:
+            return
+        served[("in", k)] = env.now
+        if inside_starts != "group":
+            tr = share.start(float(rng.integers(50, 300)), (int(down[k % R]), int(hbm[k % R])))
+            tr.callbacks.append(lambda _e, tr=tr, k=k: served.update({("in-x", k): tr.served_ns}))
+        if inside_starts == "transfer":
+            return
+        g = share.start_group(rng.uniform(20, 200, 3), [(int(up[j]), int(down[j + 1])) for j in range(3)],
+                              rng.uniform(0.5, 2.0, (3, 2)), [np.inf] * 3, 0.0)
+        g.callbacks.append(lambda _e, g=g, k=k: served.update(
+            {("in-g", k, j): t for j, t in enumerate(g.served_ns.tolist())}))
+
+    def extra():
+        for k in range(6):
+            yield env.timeout(float(rng.integers(5, 60)))
+            tr = share.start(float(rng.integers(50, 300)), (int(up[k % R]), int(hbm[k % R])))
+            tr.callbacks.append(lambda _e, tr=tr, k=k: served.update({("x", k): tr.served_ns}))
+            m = int(rng.integers(2, 5))
+            g = share.start_group(rng.uniform(20, 200, m),
+                                  [(int(up[(k + j) % R]), int(down[j % R])) for j in range(m)],
+                                  rng.uniform(0.5, 2.0, (m, 2)), [np.inf] * m, 0.0)
+            g.callbacks.append(lambda _e, g=g, k=k: served.update(
+                {("g", k, j): t for j, t in enumerate(g.served_ns.tolist())}))
+
+    env.process(waves())
+    env.process(extra())
+    env.run()
+    share.sync()
+    return served, share.bytes_by_resource.tolist(), share.series.bytes.copy(), \
+        share.recomputes, share.compiled
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+@pytest.mark.parametrize("window", [0.0, 4.0])
+@pytest.mark.parametrize("compile_after,inside_starts", [(float("inf"), "transfer"),
+                                                         (float("inf"), "group"),
+                                                         (float("inf"), "both"), (3000, "both")])
+def test_group_rows_kept_as_arrays_give_the_results_of_lists(monkeypatch, seed, window,
+                                                             compile_after, inside_starts):
+    """Interpreted, a group's new rows stay arrays until a reader needs lists (the vector
+    solve reads the arrays): bit for bit the results of making them lists at once (the
+    former form, forced here), through waves that reuse freed rows, a vector solve of
+    exactly one group's rows, solves of mixed rows, series and a switch to compiled loops."""
+    from simnode.engine import maxmin
+    from simnode.engine import share as share_mod
+    monkeypatch.setattr(share_mod, "VECTOR_SOLVE", 1)
+    monkeypatch.setattr(share_mod, "COMPILE_AFTER", compile_after)
+    blocks = []
+    vector = maxmin.vector_rates
+
+    def counting(*args):
+        blocks.append(args[-1] is not None)
+        return vector(*args)
+    monkeypatch.setattr(maxmin, "vector_rates", counting)
+    lazy = _waves_run(seed, window, compile_after, inside_starts)
+    place = Share._place_group
+
+    def eager(self, *args):
+        place(self, *args)
+        self._materialize()                     # lists at once, as before
+    monkeypatch.setattr(Share, "_place_group", eager)
+    used = list(blocks)
+    blocks.clear()
+    listed = _waves_run(seed, window, compile_after, inside_starts)
+    assert any(used) and not any(blocks)        # both forms of the solve ran
+    if compile_after < float("inf") and not lazy[4]:
+        pytest.skip("numba is not installed")
+    assert lazy[0] == listed[0] and lazy[1] == listed[1] and lazy[3:] == listed[3:]
+    assert np.array_equal(lazy[2], listed[2])
+
+
+def test_a_group_s_arrays_serve_a_solve_of_exactly_its_rows():
+    """``_lazy_block``: the arrays of the one block still held as arrays, only when the
+    solve's classes are exactly its rows (not a part of them, not more)."""
+    env = simpy.Environment()
+    share = Share(env)
+    a, b = share.add_resources(["a", "b"], [10.0, 10.0])
+    share.start_group([10.0] * 5, [[a, b]] * 4 + [[b, a]], np.ones((5, 2)), [1.0, 2.0, 3.0, 4.0, 5.0], 0.0)
+    share._place()
+    assert len(share._lazy) == 1 and share._links[:5] == [None] * 5
+    rows, w = share._lazy_block([0, 1, 2, 3, 4])
+    assert rows.tolist() == [[a, b]] * 4 + [[b, a]] and w.tolist() == [[1.0, 1.0]] * 5
+    assert share._lazy_block([0, 1, 2, 3]) is None and share._lazy_block([1, 2, 3, 4]) is None
+    share._links.append(None)
+    assert share._lazy_block([0, 1, 2, 3, 4, 5]) is None
+    share._links.pop()
+    share._materialize()
+    assert share._lazy == [] and share._links[:5] == [(a, b)] * 4 + [(b, a)]
+    assert share._w[:5] == [[1.0, 1.0]] * 5
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_loops_for_many_classes_in_numpy_equal_the_plain_loops(seed):
+    """``_advance_vec``, ``_due_vec`` and ``_next_vec`` (interpreted wakes with many active
+    classes) give the plain loops' results bit for bit: active classes as a range and
+    not, stopped classes, classes without a finish (inf), due and not due."""
+    from simnode.engine import share as share_mod
+    import math
+    from simnode.engine.share import EPS_REL, EPS_UNITS, INF
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 300))
+    V = rng.uniform(0, 1e6, rows).tolist()
+    crate = np.where(rng.random(rows) < 0.2, 0.0, rng.uniform(0, 50, rows)).tolist()
+    top = [v + float(x) for v, x in zip(V, rng.choice([0.0, 1e-9, 3.0, 1e4, np.inf], rows))]
+    # and classes on the edge of due at window 2.5: due by the loop's sum, not by the same
+    # terms added in another order (so the test sees the order)
+    for v, r in zip(rng.uniform(1e-7, 1e-5, 2000).tolist(), rng.uniform(0, 1e-6, 2000).tolist()):
+        a = r * 2.5 + EPS_UNITS + EPS_REL * v
+        b = r * 2.5 + (EPS_UNITS + EPS_REL * v)
+        for t in (v + a, v + b, math.nextafter(v + a, -INF), math.nextafter(v + b, -INF)):
+            if (t - v <= a) != (t - v <= b):
+                V.append(v)
+                crate.append(r)
+                top.append(t)
+                break
+    rows = len(V)
+    lo = int(rng.integers(0, rows))
+    for act in (list(range(lo, rows)), sorted(rng.choice(rows, int(rng.integers(1, rows + 1)),
+                                                         replace=False).tolist())):
+        for window in (0.0, 1e-9, 2.5):
+            a, b = [0] * len(act), [0] * len(act)
+            k = share_mod._due(act, top, V, crate, window, a)
+            assert share_mod._due_vec(act, top, V, crate, window, b) == k and a[:k] == b[:k]
+        assert share_mod._next_vec(act, top, V, crate) == share_mod._next(act, top, V, crate)
+        v1, v2 = list(V), list(V)
+        dt = float(rng.uniform(0, 100))
+        share_mod._advance(act, v1, crate, dt)
+        share_mod._advance_vec(act, v2, crate, dt)
+        assert v1 == v2
+    assert share_mod._next_vec([0], [np.inf], [np.inf], [1.0]) == share_mod._next([0], [np.inf], [np.inf], [1.0])
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_wakes_with_numpy_loops_give_the_plain_loops_results(monkeypatch, seed):
+    """A share whose wakes all run the numpy loops (``VECTOR_LOOPS`` = 1) against one that
+    never does: the same served times, bytes, series and solves, bit for bit."""
+    from simnode.engine import share as share_mod
+    got = []
+    for limit in (1, float("inf")):
+        monkeypatch.setattr(share_mod, "VECTOR_LOOPS", limit)
+        got.append((_waves_run(seed, 4.0, float("inf"), "both"), _solo_group_run(False, seed, 4.0)))
+    (a, c), (b, d) = got
+    assert a[0] == b[0] and a[1] == b[1] and a[3:] == b[3:] and np.array_equal(a[2], b[2])
+    assert c[0] == d[0] and c[1] == d[1] and np.array_equal(c[2], d[2])

@@ -93,3 +93,21 @@ def test_headers_are_counted_when_asked():
 def test_wrong_shape():
     with pytest.raises(ValueError, match=r"expected \(8, 8\) or"):
         analytical_bound_ns(np.zeros((4, 4)), spec())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_busiest_port_is_the_first_largest_of_port_loads(seed):
+    """``busiest_port`` picks without a record per port what ``max`` picks from
+    ``port_loads`` (the first largest time, URMA sides first): on random traffic, with
+    ties (uniform traffic), URMA ceilings, headers and both routings."""
+    rng = np.random.default_rng(seed)
+    kw = dict(routing=("spray", "ecmp")[seed % 2])
+    if seed % 3 == 0:
+        kw["urma_payload_GBps"] = float(rng.choice([50.0, 100.0, 400.0]))
+    if seed % 4 < 2:
+        kw.update(header_bytes_per_packet=64)
+    s = spec(**kw)
+    t = np.full((8, 8), 1000.0) if seed % 5 == 0 else rng.integers(0, 5, (8, 8)) * 250.0
+    for headers in (False, True):
+        want = max(port_loads(t, s, with_headers=headers), key=lambda p: p.time_ns)
+        assert busiest_port(t, s, with_headers=headers) == want

@@ -192,3 +192,10 @@ def test_context_miss_without_the_urma_ceiling(transport, user_error):
                          "--set", "topology.supernode.urma_payload_GBps=0"),
                "atlas950-supernode.yaml", "supernode.urma_context_miss_ns", "10",
                "urma_payload_GBps > 0")
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 8, 128])
+def test_alltoall_peers_are_every_other_rank_in_order(ranks):
+    """``peers_of("alltoall")``: each rank's peers are all the others, ascending (the order
+    the puts are posted in, so the order of the share's rows)."""
+    assert peers_of("alltoall", ranks) == [[d for d in range(ranks) if d != r] for r in range(ranks)]
