@@ -762,7 +762,8 @@ class Share:
                 return
             self._leave_fast()                      # it would contend: solve from now on
         self._pending.append(((cap, resources), weights, size, member))
-        self._request_start()
+        if not self._in_wake:                       # (else placed by the running wake: a
+            self._request_start()                   # chip's copies start there, ~100 k a run)
 
     def _request_start(self) -> None:
         if self._in_wake:
@@ -1071,23 +1072,32 @@ class Share:
         if pending or self._pending_groups:
             self._layout += 1
         fresh, grown = [], []                       # keyed classes new / with a new member
+        # (the loop runs once per start: a chip's ~100 k copies, so the rows it reads are
+        # looked up once, and again after ``_class`` or ``_place_bulk``, which may replace
+        # them with larger arrays once compiled)
+        known, heappush, compiled = self._key2cls.get, heapq.heappush, self.compiled
+        V, heaps, n, wts, top = self._V, self._heaps, self._n, self._w, self._top
         for key, weights, size, member in pending:
             if key is None:                         # a group's members (``start_group``)
                 self._place_bulk(*weights, fresh, grown)
+                V, heaps, n, wts, top = self._V, self._heaps, self._n, self._w, self._top
                 continue
-            c = self._class(key)
+            c = known(key)
+            if c is None:
+                c = self._class(key)
+                V, heaps, n, wts, top = self._V, self._heaps, self._n, self._w, self._top
             self._seq += 1
-            tag = self._V[c] + size
-            heapq.heappush(self._heaps[c], (tag, self._seq, member, weights))
-            if self._n[c] == 0 and not self.compiled:
+            tag = V[c] + size
+            heappush(heaps[c], (tag, self._seq, member, weights))
+            if n[c] == 0 and not compiled:
                 self._act.add(c)
-            self._n[c] += 1
-            w = self._w[c]                          # the class solves with its members' sum
+            n[c] += 1
+            w = wts[c]                              # the class solves with its members' sum
             for j in range(len(weights)):
                 w[j] += weights[j]
-            if tag < self._top[c]:
-                self._top[c] = tag
-            (fresh if self._n[c] == 1 else grown).append(c)
+            if tag < top[c]:
+                top[c] = tag
+            (fresh if n[c] == 1 else grown).append(c)
         if self._cover_of and self.compiled and pending:
             self._note_covers(np.array(fresh, dtype=np.int64), 1)
             self._note_covers(np.unique(np.array(grown, dtype=np.int64)), 0)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -206,7 +207,8 @@ class ChipSim:
     def launch(self, schedule: KernelSchedule) -> tuple[simpy.Event, ChipRun]:
         """Start every pipe of ``schedule``; the event fires when all have finished."""
         distinct: dict = {}                 # each pipe's distinct records, found by the check
-        schedule.check(self.chip, distinct)
+        runs: dict = {}                     # and its repeated runs that hold (``repeat_runs``)
+        schedule.check(self.chip, distinct, runs)
         now = self.env.now
         run = ChipRun(schedule, now, now)
         chip = self.chip
@@ -239,7 +241,7 @@ class ChipSim:
         for p in pipes:
             p.stats.finish_ns = now
             p.group = state
-            p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)))
+            p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)), runs.pop(id(p.instrs)))
             p.step = self._run(p).__next__
         if not pipes:
             self._finish(run)
@@ -341,21 +343,17 @@ class ChipSim:
     def _issue_later(self, p: _Pipe) -> None:
         """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
         pipe itself is resumed once it has streamed)."""
-        _, ins, path, size = p.ops[p.i]
-        if p.bursts:
-            p.copy_m = self._issue(p, p.ops, p.i, path, size)
-        else:
-            self._gm_start(ins, path, size, p)
-            p.copy_m = 1
+        p.copy_m = self._issue(p, p.ops, p.i)
 
-    def _issue(self, p: _Pipe, ops: list, i: int, path: _Path, size: float) -> int:
-        """Start the GM read at ``ops[i]``, issued at ``p.t``, with the reads after it as one
-        burst if they can go as one (``_burst_len``, ``_burst_start``); returns how many reads
-        it started."""
-        n = len(ops)
-        if i >= p.no_burst and not path.write and i + 4 <= n \
+    def _issue(self, p: _Pipe, ops: list, i: int) -> int:
+        """Start the GM copy at ``ops[i]``, issued at ``p.t``; an MTE2 read with reads after it
+        goes as one burst with them if they can go as one (``_burst_len``, ``_burst_start``).
+        Returns how many reads it started. (The single copy's start, ``_gm_start``, is
+        written out here: this runs once per GM copy.)"""
+        _, ins, path, size = ops[i]
+        if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
                 and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
-            m = self._burst_len(ops, i, n, path, size, p.t, p.inflight, p.limit)
+            m = self._burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
             if m > 1:
                 got = self._burst_start(ops, i, m, path, size, p)
                 if got > 1:
@@ -363,7 +361,19 @@ class ChipSim:
                 # read i - got - 1 may miss: read by read up to it; the whole run if the
                 # first may (a cold or not-allocated run: the rest would mostly miss too)
                 p.no_burst = i + m if got == -1 else i - got
-        self._gm_start(ops[i][1], path, size, p)
+        if type(ins) is not _Copy or not ins.regions:
+            # L2 hit or miss: a miss and a write also stream through HBM
+            p.copy_end = -math.inf
+            p.copy_parts = 1
+            if path.write:
+                self.l2.write(ins.gm_key, size, ins.l2_hint == "normal")
+                res = self._res_miss
+            else:
+                res = self._res_hit if self.l2.read(ins.gm_key, size, ins.l2_hint == "normal") \
+                    else self._res_miss
+            self.share.start_cb(size, res, None, path.bw, self._copy_done, p)
+        else:
+            self._gm_start(ins, path, size, p)
         return 1
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
@@ -480,12 +490,13 @@ class ChipSim:
         return m
 
     # -- compiled pipe programs -----------------------------------------------------------
-    def _compile(self, p: _Pipe, cache: dict, distinct: list) -> list:
+    def _compile(self, p: _Pipe, cache: dict, distinct: list, runs: list = ()) -> list:
         """The pipe's instructions as op tuples, resolved once per distinct record (records
         are shared, frozen objects, so a pipe of a million instructions holds a few hundred):
         (WAIT, flag, setter), (SET, flag), (TIME, dur, lat) for work that touches nothing
         shared, (COPY, ins, path, size), (BARRIER,). A TIME op moves the pipe's clock by
-        ``dur`` and its latest completion to at least clock + ``lat``."""
+        ``dur`` and its latest completion to at least clock + ``lat``. ``runs``: the pipe's
+        runs of records that repeat earlier ones (``repeat_runs``), whose ops are copied."""
         core, unit = p.core, p.unit
         traced = p.tid is not None
         local = cache.setdefault((core, unit, p.pipe, p.cyc, traced), {})
@@ -516,7 +527,18 @@ class ChipSim:
             else:
                 raise ScheduleError(f"{p.name}: cannot execute {ins!r}.")
             local[key] = op
-        return list(map(local.__getitem__, map(id, p.instrs)))
+        get, instrs = local.__getitem__, p.instrs
+        if not runs:
+            return list(map(get, map(id, instrs)))
+        # a run that repeats earlier records (``CoreProgram.repeats``, checked) repeats their ops
+        ops, pos = [], 0
+        for start, length, src in runs:
+            if start > pos:
+                ops.extend(map(get, map(id, instrs[pos:start])))
+            ops.extend(ops[src:src + length])
+            pos = start + length
+        ops.extend(map(get, map(id, instrs[pos:])))
+        return ops
 
     def _flag(self, key) -> "_Flag":
         f = self._flags.get(key)
@@ -558,7 +580,9 @@ class ChipSim:
         (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time)
         and a GM copy, started now or, if its issue time is still ahead of the clock, then
         (``_resume_at``), resumed once it has streamed (``_copy_done``). Between them
-        its clocks and program counter stay in local variables: a resumption costs no reload."""
+        its clocks and program counter stay in local variables: a resumption costs no reload.
+        The ops are walked by one iterator that the generator keeps across its yields (a wait's
+        set moves ``p.i`` on by one, as the iterator does), so an op costs no index arithmetic."""
         env = self.env
         tracer = self.tracer
         tid = p.tid
@@ -566,7 +590,6 @@ class ChipSim:
         ready = self._ready
         heappop, heappush = heapq.heappop, heapq.heappush
         ops = p.ops
-        n = len(ops)
         i = p.i
         t, done = p.t, p.done
         busy = p.busy
@@ -578,18 +601,19 @@ class ChipSim:
         wake = ready.append
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
-        bursts = p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
-        while i < n:
-            op = ops[i]
+        p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
+        TIME, WAIT, SET, COPY, BARRIER = _TIME, _WAIT, _SET, _COPY, _BARRIER    # (locals)
+        walk = enumerate(ops if i == 0 else itertools.islice(ops, i, None), i)
+        for i, op in walk:
             kind = op[0]
-            if kind == _TIME:
+            if kind == TIME:
                 dur = op[1]
                 t += dur
                 busy += dur
                 comp = t + op[2]
                 if comp > done:
                     done = comp
-            elif kind == _WAIT:
+            elif kind == WAIT:
                 f = op[1]
                 q = f.q
                 if q:
@@ -601,12 +625,12 @@ class ChipSim:
                     f.waiter = p
                     p.i, p.t = i, t
                     yield                           # resumed by the matching set
-                    i, t = p.i, p.t
+                    t = p.t                         # (and ``p.i`` moved past the wait)
                     continue
                 if ts > t:
                     waits[op[2]] = waits.get(op[2], 0.0) + (ts - t)
                     t = ts
-            elif kind == _SET:
+            elif kind == SET:
                 f = op[1]
                 fire = done if done > t else t
                 w = f.waiter
@@ -621,7 +645,7 @@ class ChipSim:
                     wake(w)
                 else:
                     heappush(f.q, fire)
-            elif kind == _COPY:
+            elif kind == COPY:
                 _, ins, path, size = op
                 while inflight and inflight[0] <= t:
                     popleft()
@@ -632,16 +656,13 @@ class ChipSim:
                         t = free
                 if path.gm:
                     p.t = t
-                    if t > env.now:
+                    if t > env._now:
                         # started when the clock reaches ``t`` (``_issue_later``); the pipe
                         # stays suspended until the copy has streamed
                         p.i = i
                         self._resume_at(p)
-                    elif bursts:
-                        p.copy_m = self._issue(p, ops, i, path, size)
                     else:
-                        self._gm_start(ins, path, size, p)
-                        p.copy_m = 1
+                        p.copy_m = self._issue(p, ops, i)
                     yield                           # resumed by ``_copy_done``
                     m = p.copy_m
                     if m > 1:
@@ -662,7 +683,8 @@ class ChipSim:
                         if comp > done:
                             done = comp
                         t = end
-                        i += m
+                        for _ in range(m - 1):      # the burst's other reads
+                            next(walk)
                         continue
                     # the copy finished streaming: account for it, then go on
                     start = t
@@ -682,7 +704,6 @@ class ChipSim:
                             tracer.counter(pid, p.qtrack, start, {"requests": len(inflight)})
                     if comp > done:
                         done = comp
-                    i += 1
                     continue
                 stream = size / path.bw
                 occ = stream if stream > path.ii else path.ii
@@ -696,7 +717,7 @@ class ChipSim:
                     push(comp)
                 if comp > done:
                     done = comp
-            elif kind == _BARRIER:
+            elif kind == BARRIER:
                 if done > t:
                     t = done
             else:                                   # _TIME_TRACED
@@ -711,9 +732,8 @@ class ChipSim:
                 comp = t + op[2]
                 if comp > done:
                     done = comp
-            i += 1
         # the pipe has run its last op
-        p.i, p.t, p.done, p.busy = i, t, done, busy
+        p.i, p.t, p.done, p.busy = len(ops), t, done, busy
         st = p.stats
         if p.qtrack is not None and inflight:     # empty once the last request completes
             tracer.counter(pid, p.qtrack, max(inflight), {"requests": 0})
@@ -740,6 +760,7 @@ _TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
 #: (``_run`` tests the next three ops for copies before it asks ``_burst_len``)
 MIN_BURST = 4
 _NORMAL = simpy.events.NORMAL
+_Copy = isa.Copy
 
 
 def _fix_bytes(ins: isa.Fixpipe) -> int:

@@ -10,6 +10,7 @@ schedule into plain dicts (for files); ``format_core`` prints one core's program
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -33,12 +34,30 @@ class CoreProgram:
     core: int
     pipes: dict = field(default_factory=dict)        #: (unit, pipe) -> list of instructions
     buffers: list = field(default_factory=list)      #: BufferUse records
+    #: (unit, pipe) -> [(start, length, src), ...]: a generator's notes that the pipe's records
+    #: at [start, start + length) are the very objects at [src, src + length), placed again
+    #: (``place``). Hints for whoever walks every record: ``repeat_runs`` keeps only the
+    #: notes that hold, so a note made stale by a later edit of the list is ignored
+    repeats: dict = field(default_factory=dict)
 
     def pipe(self, unit: str, pipe: str) -> list:
         key = (unit, pipe)
         if key not in self.pipes:
             self.pipes[key] = []
         return self.pipes[key]
+
+    def place(self, unit: str, pipe: str, seq: list, placed: dict, key) -> None:
+        """Append ``seq`` (a generator's memoized run of records, named ``key``) to a pipe;
+        ``placed`` (the caller's, per pipe) remembers where ``key`` went first, and a run
+        placed again is noted in ``repeats``."""
+        instrs = self.pipe(unit, pipe)
+        start = len(instrs)
+        src = placed.get(key)
+        if src is None:
+            placed[key] = start
+        elif seq:
+            self.repeats.setdefault((unit, pipe), []).append((start, len(seq), src))
+        instrs.extend(seq)
 
     def num_instructions(self) -> int:
         return sum(len(v) for v in self.pipes.values())
@@ -54,10 +73,11 @@ class KernelSchedule:
     def num_instructions(self) -> int:
         return sum(c.num_instructions() for c in self.cores)
 
-    def check(self, chip, distinct: dict | None = None) -> None:
+    def check(self, chip, distinct: dict | None = None, runs: dict | None = None) -> None:
         """Raise ScheduleError for anything the hardware cannot run. ``distinct``, if given,
         receives id(a pipe's instruction list) -> its distinct records (by identity, in order
-        of first use): what the check went through, for a caller that resolves each once."""
+        of first use): what the check went through, for a caller that resolves each once;
+        ``runs`` the same pipe's repeats that hold (``repeat_runs``)."""
         if len(self.cores) > chip.num_ai_cores:
             raise ScheduleError(f"schedule '{self.name}' uses {len(self.cores)} AI cores; "
                                 f"chip '{chip.name}' has {chip.num_ai_cores}.")
@@ -72,12 +92,23 @@ class KernelSchedule:
                     raise ScheduleError(f"schedule '{self.name}' core {prog.core}: {unit} has no pipe "
                                         f"'{pipe}' (pipes: {', '.join(isa.pipes_of(unit))}).")
                 # generators share identical records: check each distinct one once per pipe
+                # (a run noted as a repeat holds only records seen before it: skipped)
                 kind = isa.unit_kind(unit)
-                once = list(dict(zip(map(id, instrs), instrs)).values())
+                rep = repeat_runs(instrs, prog.repeats.get((unit, pipe), ())) if prog.repeats else []
+                if rep:
+                    seen: dict = {}
+                    for a, b in fresh_spans(rep, len(instrs)):
+                        seg = instrs[a:b]
+                        seen.update(zip(map(id, seg), seg))
+                    once = list(seen.values())
+                else:
+                    once = list(dict(zip(map(id, instrs), instrs)).values())
                 for ins in once:
                     self._check_instr(prog.core, unit, pipe, ins, chip, units, kind)
                 if distinct is not None:
                     distinct[id(instrs)] = once
+                if runs is not None:
+                    runs[id(instrs)] = rep
 
     def check_buffers(self, chip) -> None:
         """Raise ScheduleError if any core's buffer plan exceeds a capacity."""
@@ -146,6 +177,33 @@ class KernelSchedule:
 
     def _where(self, core, unit, pipe) -> str:
         return f"schedule '{self.name}' core {core} {unit}.{pipe}"
+
+
+def repeat_runs(instrs: list, notes) -> list:
+    """The notes (start, length, src) of ``CoreProgram.repeats`` that hold for ``instrs``, in
+    order: not overlapping each other, each after its source (src + length <= start), and each
+    record at start + j the same object as at src + j (checked at C speed)."""
+    out, end, n = [], 0, len(instrs)
+    for start, length, src in sorted(notes):
+        if length <= 0 or src < 0 or start < end or src + length > start or start + length > n:
+            continue
+        if all(map(operator.is_, instrs[start:start + length], instrs[src:src + length])):
+            out.append((start, length, src))
+            end = start + length
+    return out
+
+
+def fresh_spans(runs: list, n: int) -> list:
+    """The spans [a, b) of a list of ``n`` records that no run of ``runs`` (``repeat_runs``)
+    covers, in order."""
+    spans, pos = [], 0
+    for start, length, _src in runs:
+        if start > pos:
+            spans.append((pos, start))
+        pos = start + length
+    if pos < n:
+        spans.append((pos, n))
+    return spans
 
 
 def to_records(schedule: KernelSchedule) -> dict:

@@ -238,6 +238,22 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
             rec = loads[(key, size)] = isa.Copy(path, size, key, label=label)
         return rec
 
+    def tile_row(kind, tag, extent, label):
+        """The loads of tile row ``(kind, tag)`` (``extent`` rows of A or columns of B, or
+        their MX scales) for every K block: ``load``'s records, listed once per row and
+        shared by the cores (a core walks each K block of a row once per output block)."""
+        key = ("row", kind, tag, extent)
+        row = loads.get(key)
+        if row is None:
+            if kind in ("SA", "SB"):
+                row = [load("gm_to_l1", max(1, extent * kk // MX_SCALE_K_PER_BYTE), (kind, tag, kb),
+                            label) for kb, kk in enumerate(kks)]
+            else:
+                row = [load("gm_to_l1", dtype_bytes(extent * kk, dtype), (kind, tag, kb), label)
+                       for kb, kk in enumerate(kks)]
+            loads[key] = row
+        return row
+
     def mmad(m, n, kk):
         rec = mmads.get((m, n, kk))
         if rec is None:
@@ -271,8 +287,8 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
     fix_wait = [isa.WaitFlag("m", "fix", h) for h in range(2)]
     fix_set = [isa.SetFlag("fix", "m", h) for h in range(2)]
     mte2 = prog.pipe("aic", "mte2").append
-    mte1_list = prog.pipe("aic", "mte1")
-    cube_list = prog.pipe("aic", "m")
+    prog.pipe("aic", "mte1")                # (made here: the pipes' order is the launch's order)
+    prog.pipe("aic", "m")
     fix = prog.pipe("aic", "fix").append
     if dequant is not None:
         dq = _DequantPipes(prog, dequant, S)
@@ -296,6 +312,22 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
         same slots with the same shape, so they are built once per such block and reused."""
         m1, mm = [], []
         l0 = l0_0
+        per_kl = {}                 # K step -> its L1 -> L0 copies and its MMADs (memo lookups)
+
+        def step_records(kl):
+            recs = per_kl.get(kl)
+            if recs is None:
+                copies = ([l0copy("l1_to_l0", dtype_bytes(l0_rows * kl, dtype), "L1->L0A")] if l0_rows
+                          else [])
+                copies.append(l0copy("l1_to_l0", dtype_bytes(kl * cols, dtype), "L1->L0B"))
+                if scaled:
+                    copies.append(l0copy("l1_to_l0_scale",
+                                         max(1, (l0_rows + cols) * kl // MX_SCALE_K_PER_BYTE),
+                                         "L1->L0 scales"))
+                recs = per_kl[kl] = (copies, [mmad(sm, sn, kl) if live[i] else None
+                                              for i, (sm, sn) in enumerate(subs)])
+            return recs
+
         for kb, kk in enumerate(kks):
             s = (stage0 + kb) % S
             m1.append(wait_l1_full[s])
@@ -307,20 +339,16 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
                 slot = l0 % 2
                 if l0 >= 2:
                     m1.append(wait_l0_free[slot])
-                if l0_rows:
-                    m1.append(l0copy("l1_to_l0", dtype_bytes(l0_rows * kl, dtype), "L1->L0A"))
-                m1.append(l0copy("l1_to_l0", dtype_bytes(kl * cols, dtype), "L1->L0B"))
-                if scaled:
-                    m1.append(l0copy("l1_to_l0_scale", max(1, (l0_rows + cols) * kl // MX_SCALE_K_PER_BYTE),
-                                     "L1->L0 scales"))
+                copies, mmads_kl = step_records(kl)
+                m1.extend(copies)
                 m1.append(set_l0_full[slot])
                 mm.append(wait_l0_full[slot])
                 last = kb == kb_count - 1 and j == steps - 1
-                for i, (sm, sn) in enumerate(subs):
+                for i in range(len(subs)):
                     if kb == 0 and j == 0 and not first_use[i]:
                         mm.append(wait_fix[halves[i]])
                     if live[i]:
-                        mm.append(mmad(sm, sn, kl))
+                        mm.append(mmads_kl[i])
                     if last:
                         mm.append(set_fix[halves[i]])
                 mm.append(set_l0_free[slot])
@@ -331,6 +359,7 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
         return m1, mm, l0 - l0_0
 
     seqs = {}
+    placed_m1, placed_mm = {}, {}     # block key -> where its MTE1 / cube records went first
     stage = l0 = 0          # running L1 stage and L0 step counters (slot = counter % depth)
     half_uses = 0           # running L0C half counter
     for task in tasks:
@@ -342,29 +371,32 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
         first_use = tuple(half_uses + i < 2 for i in range(len(subs)))
         half_uses += len(subs)
         a_tag, b_tag = task.a_tag, task.b_tag
-        for kb, kk in enumerate(kks):
+        a_row = tile_row("A", a_tag, rows, "load A")
+        b_row = tile_row("B", b_tag, cols, "load B") if dequant is None else None
+        if scaled:
+            sa_row = tile_row("SA", a_tag, rows, "load A scales")
+            sb_row = tile_row("SB", b_tag, cols, "load B scales")
+        for kb in range(kb_count):
             st = stage + kb
             s = st % S
             if st >= S:
                 mte2(wait_l1_free[s])
-            mte2(load("gm_to_l1", dtype_bytes(rows * kk, dtype), ("A", a_tag, kb), "load A"))
+            mte2(a_row[kb])
             if dequant is None:
-                mte2(load("gm_to_l1", dtype_bytes(kk * cols, dtype), ("B", b_tag, kb), "load B"))
+                mte2(b_row[kb])
             else:
-                dq.load_b(st, s, b_tag, kb, kk, cols, t.block_k)
+                dq.load_b(st, s, b_tag, kb, kks[kb], cols, t.block_k)
             if scaled:
-                mte2(load("gm_to_l1", max(1, rows * kk // MX_SCALE_K_PER_BYTE),
-                          ("SA", a_tag, kb), "load A scales"))
-                mte2(load("gm_to_l1", max(1, cols * kk // MX_SCALE_K_PER_BYTE),
-                          ("SB", b_tag, kb), "load B scales"))
+                mte2(sa_row[kb])
+                mte2(sb_row[kb])
             mte2(set_l1_full[s])
         # l0 < 2 only for a core's first block, where it decides the first L0 waits
         key = (stage % S, l0 % 2, l0 < 2, rows, cols, tuple(live), halves, first_use)
         seq = seqs.get(key)
         if seq is None:
             seq = seqs[key] = block_seqs(stage, l0, subs, live, l0_rows, cols, halves, first_use)
-        mte1_list.extend(seq[0])
-        cube_list.extend(seq[1])
+        prog.place("aic", "mte1", seq[0], placed_m1, key)   # (a block placed again is noted
+        prog.place("aic", "m", seq[1], placed_mm, key)      # as a repeat: the engine's passes skip it)
         stage += kb_count
         l0 += seq[2]
         for i, (sm, sn) in enumerate(subs):
