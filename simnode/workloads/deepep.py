@@ -39,8 +39,8 @@ from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, kerne
 #: with against 1.17-1.34 s without; EP64 even; EP128 2.50 s against 2.9 s)
 PARALLEL_FROM_RANKS = 64
 #: ... and up to this size: each process holds a network of its own (EP1024: 882 MiB peak for
-#: dispatch's, 1131 for combine's, measured), and at EP2048 one alone peaks at 3.86 GiB (3955
-#: MiB, benchmarks/README.md end of round 4), so two would pass the 4 GiB one run may use
+#: dispatch's, 1131 for combine's, measured), and at EP2048 one alone peaks at 3.66 GiB (3749
+#: MiB, benchmarks/README.md end of round 5), so two would pass the 4 GiB one run may use
 PARALLEL_UP_TO_RANKS = 1024
 
 
