@@ -128,8 +128,9 @@ def _gather(lst: list, idx: list) -> tuple:
 def _fill(lst: list, idx: list, value) -> None:
     """``lst[i] = value`` for each i of ``idx`` (distinct ids, ascending): one slice
     assignment when they are a range (a group's solo classes usually are)."""
-    if idx and idx[-1] - idx[0] + 1 == len(idx):
-        lst[idx[0]:idx[-1] + 1] = [value] * len(idx)
+    span = _span(idx)
+    if span:
+        lst[span[0]:span[1]] = [value] * len(idx)
     else:
         for i in idx:
             lst[i] = value
@@ -310,7 +311,7 @@ def _due_vec(act, top, V, crate, window, out):
     due = np.flatnonzero(_column(top, act, span) - v
                          <= _column(crate, act, span) * window + EPS_UNITS + EPS_REL * v)
     k = due.shape[0]
-    out[:k] = (due + span[0]).tolist() if span else _gather(act, due.tolist()) if k else []
+    out[:k] = (due + span[0]).tolist() if span else _gather(act, due.tolist())
     return k
 
 

@@ -348,8 +348,8 @@ class ChipSim:
     def _issue(self, p: _Pipe, ops: list, i: int) -> int:
         """Start the GM copy at ``ops[i]``, issued at ``p.t``; an MTE2 read with reads after it
         goes as one burst with them if they can go as one (``_burst_len``, ``_burst_start``).
-        Returns how many reads it started. (The single copy's start, ``_gm_start``, is
-        written out here: this runs once per GM copy.)"""
+        Returns how many reads it started. A copy of one region starts here (this runs once
+        per GM copy); one descriptor over several regions in ``_gm_regions``."""
         _, ins, path, size = ops[i]
         if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
                 and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
@@ -373,7 +373,7 @@ class ChipSim:
                     else self._res_miss
             self.share.start_cb(size, res, None, path.bw, self._copy_done, p)
         else:
-            self._gm_start(ins, path, size, p)
+            self._gm_regions(ins, path, size, p)
         return 1
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
@@ -385,22 +385,12 @@ class ChipSim:
             self._ready.append(p)
             self._drain()
 
-    def _gm_start(self, ins, path: _Path, size: float, p: _Pipe) -> None:
-        """Start the streaming of a GM copy; the pipe is resumed by ``_copy_done``."""
+    def _gm_regions(self, ins: isa.Copy, path: _Path, size: float, p: _Pipe) -> None:
+        """Start the streaming of a GM copy whose descriptor covers several regions (a
+        gather); the pipe is resumed by ``_copy_done`` once every part has streamed."""
         share = self.share
-        regions = ins.regions if type(ins) is isa.Copy else ()
+        regions = ins.regions
         p.copy_end = -math.inf
-        if not regions:
-            # L2 hit or miss: a miss and a write also stream through HBM
-            allocate = ins.l2_hint == "normal"
-            if path.write:
-                self.l2.write(ins.gm_key, size, allocate)
-                res = self._res_miss
-            else:
-                res = self._res_hit if self.l2.read(ins.gm_key, size, allocate) else self._res_miss
-            p.copy_parts = 1
-            share.start_cb(size, res, None, path.bw, self._copy_done, p)
-            return
         # one descriptor over several regions: hit bytes stream from L2, miss bytes from HBM,
         # both inside the descriptor's path rate (split by their byte shares)
         part = size / len(regions)
@@ -481,7 +471,7 @@ class ChipSim:
         if n < len(keys):
             return -(n // (nreg or 1) + 1)
         l2.hit(keys, part)
-        # the cap of an all-hit read as ``_gm_start`` computes it, so the burst is in the
+        # the cap of an all-hit read as ``_gm_regions`` computes it, so the burst is in the
         # same class as other pipes' single reads
         cap = path.bw * nreg / nreg if nreg else path.bw
         p.copy_end = -math.inf

@@ -100,9 +100,9 @@ def busiest_port(traffic_bytes, spec_or_routes, routing: str | None = None,
     ``max`` picks from ``port_loads``, without a record per port (the same division, so
     the same times; URMA sides come first, so they win ties)."""
     routes, urma, b = _loads(traffic_bytes, spec_or_routes, routing, flow_keys, with_headers)
+    if not b.size:                              # no ports: the URMA sides alone
+        return max(urma, key=lambda p: p.time_ns)
     best = max(urma, key=lambda p: p.time_ns) if urma else None
-    if not b.size:
-        return best if best is not None else max(urma, key=lambda p: p.time_ns)
     cap = np.asarray(routes.port_capacity_GBps, dtype=float)
     i = int(np.argmax(b / cap))                 # the first largest
     port = PortLoad(routes.port_names[i], float(b[i]), float(cap[i]))

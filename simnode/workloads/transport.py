@@ -109,7 +109,7 @@ class TransportSim:
         self.batch_window_ns = batch_window_ns
         self.tracer = tracer
 
-    def _ranks(self, senders: list, times: dict):
+    def _ranks(self, senders: list, times: dict, pairs: tuple):
         """Every sending rank at once (they all start at 0 and ring their doorbell after the
         same time): one group of the trains of all of them (the share sees the same
         transfers, rows and solves as with a group per rank; posting them together saves a
@@ -123,7 +123,7 @@ class TransportSim:
             times[r].mark("doorbell", times[r].start_ns, s)
         # one train of puts per peer; each is complete when its last byte has landed and the
         # acknowledgement has travelled back (a reliable write completes on the ack)
-        src, dst, counts = self._pairs(senders)
+        src, dst, counts = pairs                            # (``_pairs``)
         group = self.ends.send_many(src, dst, np.full(dst.shape, float(self.bytes_per_peer)),
                                     self.wqes * PUT_WQEBBS * self.spec.wqebb_bytes, self.wqes,
                                     np.repeat(counts, counts), tag=(src, dst))
@@ -152,8 +152,9 @@ class TransportSim:
         self.groups = []
         senders = [r for r, p in enumerate(self.peers) if p]
         times = {r: RankTimes() for r in senders}
+        pairs = self._pairs(senders)
         if senders:
-            self.env.process(self._ranks(senders, times))
+            self.env.process(self._ranks(senders, times, pairs))
         self.env.run()
         if self.tracer is not None:
             messages = sorted((int(a), int(b), g.start_ns, float(t)) for g in self.groups
@@ -162,7 +163,7 @@ class TransportSim:
                                messages)
         R = len(self.peers)
         traffic = np.zeros((R, R))
-        src, dst, _ = self._pairs(senders)
+        src, dst, _ = pairs
         traffic[src, dst] = self.bytes_per_peer
         if not math.isclose(self.net.payload_bytes_sent, float(traffic.sum()), rel_tol=1e-9):
             raise RuntimeError(f"transport: conservation violated: {self.net.payload_bytes_sent} payload "
