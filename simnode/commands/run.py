@@ -12,7 +12,6 @@ removed), and a large plain trace gets a note. On Ctrl-C a partly written trace 
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
 from pathlib import Path
@@ -37,8 +36,11 @@ def add_inputs(p) -> None:
 
 def overlays_of(args) -> tuple:
     """The ``--topology-overlay`` files of ``args``, loaded and checked."""
+    files = getattr(args, "overlays", ())
+    if not files:               # (the overlay module's dataclasses cost ~3 ms to import)
+        return ()
     from simnode.config.overlay import load_overlay
-    return tuple(load_overlay(o) for o in getattr(args, "overlays", ()))
+    return tuple(load_overlay(o) for o in files)
 
 
 def register(subparsers) -> None:
@@ -114,6 +116,7 @@ def cmd_run(args) -> int:
 def traced_any_thread(path) -> bool:
     """Whether a Chrome trace names a thread (a ``thread_name`` event, one per line as
     ``simnode.engine.trace`` writes them): read until the first, so cheap when it has one."""
+    import gzip                 # (only with --trace-scope)
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return any('"thread_name"' in line for line in f)

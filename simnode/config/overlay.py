@@ -60,6 +60,7 @@ import yaml
 
 from simnode.config.fields import Reader, load_yaml
 from simnode.config.overrides import assignment_text
+from simnode.config.topology import based_mapping
 from simnode.errors import ConfigError
 
 VERSION = 1
@@ -149,7 +150,7 @@ def expand_topology(path) -> tuple[str, tuple]:
     levels: list[list] = []
     current = first
     while True:
-        data = _based_mapping(current)
+        data = based_mapping(current)
         if data is None:
             break
         chain.append(current)
@@ -199,22 +200,6 @@ def expand_topology(path) -> tuple[str, tuple]:
             if not any(Path(o.path).resolve() == Path(k.path).resolve() for k in overlays):
                 overlays.append(o)
     return str(current), tuple(overlays)
-
-
-def _based_mapping(path: Path) -> dict | None:
-    """The file's mapping if it names overlays (``base:``/``overlay:``), None for anything
-    else the loader reads (and reports) itself; an overlay given as a topology is an error."""
-    if not path.is_file():
-        return None
-    data = load_yaml(path)
-    if not isinstance(data, dict):
-        return None
-    if "values" in data and "overlay" in data and not isinstance(data["overlay"], (str, list)):
-        raise ConfigError(str(path), "overlay", data["overlay"], "a topology file; this is a "
-                          "calibration overlay: apply it with --topology-overlay FILE, or name it "
-                          "in a topology file's overlay: key beside base: (the topology it was "
-                          "fitted on)")
-    return data if ("base" in data or "overlay" in data) else None
 
 
 def _scalar(value) -> bool:

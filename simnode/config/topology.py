@@ -58,6 +58,24 @@ def load_topology_files(path: str | Path) -> tuple[dict, str]:
     return data, chip_file
 
 
+def based_mapping(path: Path) -> dict | None:
+    """The file's mapping if it names overlays (``base:``/``overlay:``,
+    ``simnode.config.overlay.expand_topology``), None for anything else the loader reads (and
+    reports) itself; an overlay given as a topology is an error. Here, not in the overlay
+    module, so a run on a plain topology does not import that module."""
+    if not path.is_file():
+        return None
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        return None
+    if "values" in data and "overlay" in data and not isinstance(data["overlay"], (str, list)):
+        raise ConfigError(str(path), "overlay", data["overlay"], "a topology file; this is a "
+                          "calibration overlay: apply it with --topology-overlay FILE, or name it "
+                          "in a topology file's overlay: key beside base: (the topology it was "
+                          "fitted on)")
+    return data if ("base" in data or "overlay" in data) else None
+
+
 def optional_keys() -> tuple[str, ...]:
     """Dotted topology keys a file may leave out (their declarations give a default), which
     ``--set topology.KEY=...`` may therefore add."""

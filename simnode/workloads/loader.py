@@ -24,7 +24,8 @@ from pathlib import Path
 from simnode.config import params as declarations
 from simnode.config.fields import Reader, load_yaml
 from simnode.config.overrides import apply_overrides, assignment_text, parse_assignment
-from simnode.config.topology import Topology, load_topology_files, optional_keys, topology_from_mapping
+from simnode.config.topology import (Topology, based_mapping, load_topology_files, optional_keys,
+                                     topology_from_mapping)
 from simnode.errors import ConfigError, DeadlockError, ScheduleError
 from simnode.workloads.registry import WorkloadKind, get_kind
 
@@ -234,6 +235,8 @@ def with_named_overlays(topology_path, overlays=()) -> tuple[str, tuple]:
     """(the topology file itself, the overlays to apply): those a topology file names in
     its ``overlay:`` key (``simnode.config.overlay.expand_topology``) first, then ``overlays``
     (``--topology-overlay``, ``sweep --band``; one named by both applies once)."""
+    if not overlays and based_mapping(Path(topology_path)) is None:
+        return str(topology_path), ()           # (as expand_topology: a plain file is itself)
     from simnode.config.overlay import expand_topology
     base, named = expand_topology(topology_path)
     rest = tuple(o for o in overlays if not any(same_file(o.path, n.path) for n in named))
