@@ -13,7 +13,7 @@ usage error naming the value.
 
 import argparse
 import importlib
-import pkgutil
+import importlib.util
 
 
 def count(text: str) -> int:
@@ -38,7 +38,10 @@ def jobs_count(text: str) -> int:
 def command_module(name: str):
     """The command module named ``name`` (a command's name is its module's), or None if no
     module of this package registers a command by that name."""
-    if not name.isidentifier() or name not in {i.name for i in pkgutil.iter_modules(__path__)}:
+    # find_spec looks for that one module (listing the package with pkgutil, and importing
+    # pkgutil, cost a run's start-up more); a folder without __init__ has no ``register``
+    if not name.isidentifier() or name == "__init__" \
+            or importlib.util.find_spec(f"{__name__}.{name}") is None:
         return None
     mod = importlib.import_module(f"{__name__}.{name}")
     return mod if hasattr(mod, "register") else None
@@ -46,6 +49,7 @@ def command_module(name: str):
 
 def command_modules() -> list:
     """Every command module of this package, in ``ORDER`` (then by name)."""
+    import pkgutil
     mods = []
     for info in pkgutil.iter_modules(__path__):
         mod = importlib.import_module(f"{__name__}.{info.name}")
