@@ -56,6 +56,7 @@ class PathSpec:
 
 @dataclass(frozen=True)
 class BufferSpec:
+    """Capacities of an AI core's on-chip buffers: L0A, L0B, L0C, L1 and each AIV's UB."""
     l0a_KiB: float = param(doc="cube A input buffer (L0A)", positive=True, origin="")
     l0b_KiB: float = param(doc="cube B input buffer (L0B)", positive=True, origin="")
     l0c_KiB: float = param(doc="fp32 accumulator (L0C)", positive=True, origin="")
@@ -73,6 +74,8 @@ def _multiple_of_256(n: int) -> str | None:
 
 @dataclass(frozen=True)
 class CubeSpec:
+    """The cube core's (AIC's) MMAD: MACs per cycle by input dtype, its latency and the m
+    that saturates it."""
     macs_per_cycle: Mapping[str, int] = param(
         doc="MMAD multiply-accumulates per AIC cycle, by input dtype", unit="MAC/cycle", min=1,
         keys=DTYPES, check=_multiple_of_256, origin="")
@@ -89,6 +92,7 @@ class CubeSpec:
 
 @dataclass(frozen=True)
 class VectorSpec:
+    """A vector core's (AIV's) rates by op class, and what prices a SIMD VF (``cycles``)."""
     ops_per_cycle: Mapping[str, float] = param(
         doc="sustained fp32 element-ops per cycle per AIV, by op class", unit="ops/cycle",
         positive=True, keys=VECTOR_OP_CLASSES, origin="")
@@ -165,6 +169,7 @@ HBM_ARBITRATION = ("fcfs", "fair")
 
 @dataclass(frozen=True)
 class MemorySpec:
+    """L2 and HBM: capacities, bandwidths and how HBM shares itself."""
     l2_capacity_MiB: float = param(doc="L2 cache capacity", positive=True, origin="")
     l2_bandwidth_GBps: float = param(doc="L2 bandwidth, all cores together", positive=True, origin="")
     hbm_capacity_GB: float = param(doc="HBM capacity", positive=True, origin="")
@@ -183,6 +188,7 @@ class MemorySpec:
 
 @dataclass(frozen=True)
 class SyncSpec:
+    """Synchronization resources: event ids, cross-core flags, outstanding MTE2 requests."""
     pipe_events_per_pair: int = param(doc="set/wait event ids per (src pipe, dst pipe) pair",
                                       unit="ids", min=1, origin="")
     cross_core_flags: int = param(doc="AIC<->AIV flag ids per AIV", unit="ids", min=1, origin="")
@@ -194,6 +200,7 @@ class SyncSpec:
 
 @dataclass(frozen=True)
 class ChipSpec:
+    """One chip as its file gives it: AI cores, clocks and the sections above."""
     name: str = param(doc="the chip's name", origin="")
     source: str                       #: file it was read from (not a parameter)
     num_ai_cores: int = param(doc="AI cores (1 AIC + aiv_per_core AIVs each)", unit="cores", min=1,

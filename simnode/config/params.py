@@ -223,6 +223,7 @@ def _element_type(annotation: str) -> str:
 
 @dataclass(frozen=True)
 class Section:
+    """A field declared with ``section``: a nested declared dataclass, or a mapping of them."""
     name: str
     cls: type
     doc: str

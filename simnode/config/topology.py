@@ -24,6 +24,7 @@ from simnode.errors import ConfigError
 
 @dataclass(frozen=True)
 class Topology:
+    """A validated topology: its chip, and its supernode (None for one chip)."""
     source: str
     chip: ChipSpec
     supernode: SupernodeSpec | None = None      #: None for one chip

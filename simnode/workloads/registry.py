@@ -25,6 +25,7 @@ Field = Param.flat
 
 @dataclass(frozen=True)
 class WorkloadKind:
+    """A registered workload kind: its fields, how it runs, and what the loader checks first."""
     name: str
     fields: tuple                                  #: Param records
     run: Callable                                  #: run(topology, params: dict, options) -> Result
