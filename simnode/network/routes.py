@@ -109,13 +109,12 @@ class Routes:
             raise ValueError(f"routing {routing!r}: expected one of {ROUTING_POLICIES}")
         R, L, S = spec.num_ranks, spec.num_leaves, spec.num_spines
         leaf = np.arange(R) // spec.ranks_per_leaf
-        names = []
-        for r in range(R):
-            names += [f"rank{r}->leaf{leaf[r]}", f"leaf{leaf[r]}->rank{r}"]
+        leaf_of = leaf.tolist()                 # (Python ints: cheaper to format)
+        names = [n for r in range(R)
+                 for n in (f"rank{r}->leaf{leaf_of[r]}", f"leaf{leaf_of[r]}->rank{r}")]
         if L > 1:
-            for j in range(L):
-                for s in range(S):
-                    names += [f"leaf{j}->spine{s}", f"spine{s}->leaf{j}"]
+            names += [n for j in range(L) for s in range(S)
+                      for n in (f"leaf{j}->spine{s}", f"spine{s}->leaf{j}")]
         caps = np.full(len(names), spec.rank_bandwidth_GBps)
         caps[2 * R:] = spec.leaf_spine_link_GBps
         lat = np.full(len(names), spec.link_latency_ns)
@@ -208,14 +207,19 @@ class Routes:
             rank_links = np.sort(np.concatenate([up, down]))
             link_port = np.full(len(names), -1, dtype=np.int64)
             link_port[rank_links] = np.arange(rank_links.size)
-            port_names = [names[i] for i in rank_links]
-            port_caps = [float(caps[i]) for i in rank_links]
+            port_names = [names[i] for i in rank_links.tolist()]
+            port_caps = caps[rank_links].tolist()
             base = len(port_names)
-            for a in range(L):
-                for b in range(L):
-                    if a != b and not mid_n[a, b] == len(leaf_ups[a]) == len(leaf_downs[b]):
-                        raise ValueError(f"spray needs leaf{a} and leaf{b} joined by every spine "
-                                         f"either of them uses; use routing='ecmp' for this graph")
+            # every pair of leaves: mid_n[a, b] == len(leaf_ups[a]) == len(leaf_downs[b]), the
+            # first pair that is not (in row order) named
+            ups = np.array([len(u) for u in leaf_ups])
+            downs = np.array([len(d) for d in leaf_downs])
+            bad = ~((mid_n == ups[:, None]) & (ups[:, None] == downs[None, :]))
+            np.fill_diagonal(bad, False)
+            if bad.any():
+                a, b = np.argwhere(bad)[0].tolist()
+                raise ValueError(f"spray needs leaf{a} and leaf{b} joined by every spine "
+                                 f"either of them uses; use routing='ecmp' for this graph")
             for a in range(L):
                 link_port[leaf_ups[a]] = base + a
                 port_names.append(f"leaf{a}->spines")
@@ -279,7 +283,8 @@ class Routes:
         rows = np.full((n, 4), -1, dtype=np.int64)
         lat = np.zeros(n)
         R = self.num_ranks
-        if ((src < 0) | (src >= R) | (dst < 0) | (dst >= R)).any():
+        # (four reductions, no temporary masks over the batch)
+        if n and (src.min() < 0 or src.max() >= R or dst.min() < 0 or dst.max() >= R):
             raise ValueError(f"ranks must be in 0..{R - 1}")
         other = src != dst
         if self.mesh_port is not None:
@@ -293,25 +298,29 @@ class Routes:
         if other.all():                         # (the usual batch: no message to itself)
             rows[:, 0] = self.up_port[src]
             lat = self.up_lat[src] + self.down_lat[dst]
-            same = a == b
+            apart = a != b
+            same = ~apart
         else:
             rows[other, 0] = self.up_port[src[other]]
             lat[other] = self.up_lat[src[other]] + self.down_lat[dst[other]]
             same = other & (a == b)
+            apart = other & (a != b)
         rows[same, 1] = self.down_port[dst[same]]
-        cross = np.flatnonzero(other & (a != b))   # (indices: the mask is used seven times)
+        cross = np.flatnonzero(apart)           # (indices: the mask is used seven times)
         if cross.size:
             ac, bc = a[cross], b[cross]
-            npaths = self.mid_n[ac, bc]
+            # [a, b, k] of the (L, L, W) path tables as one flat index: one gather per table
+            # instead of a three-array fancy index (the same elements, C order)
+            pair = ac * self.mid_n.shape[1] + bc
+            at = pair * self.mid_up.shape[2]
             if self.routing == "ecmp":
                 key = np.broadcast_to(np.asarray(flow_key, dtype=np.int64), (n,))[cross]
-                k = ecmp_choices(src[cross], dst[cross], key, npaths)
-            else:
-                k = np.zeros(ac.shape[0], dtype=np.int64)
-            rows[cross, 1] = self.mid_up[ac, bc, k]
-            rows[cross, 2] = self.mid_down[ac, bc, k]
+                at += ecmp_choices(src[cross], dst[cross], key, self.mid_n.reshape(-1)[pair])
+            # (spray: one aggregate path per leaf pair, k = 0)
+            rows[cross, 1] = self.mid_up.reshape(-1)[at]
+            rows[cross, 2] = self.mid_down.reshape(-1)[at]
             rows[cross, 3] = self.down_port[dst[cross]]
-            lat[cross] += self.mid_lat[ac, bc, k]
+            lat[cross] += self.mid_lat.reshape(-1)[at]
         return rows, lat
 
     def port_loads(self, traffic) -> np.ndarray:

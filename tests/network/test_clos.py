@@ -98,3 +98,23 @@ def test_ecmp_hash_is_deterministic_and_spreads():
     counts = Counter(picks)
     assert set(counts) == set(range(64))
     assert max(counts.values()) < 2.5 * len(picks) / 64
+
+
+def test_batched_routes_are_the_graphs_ecmp_paths_for_every_pair_and_key():
+    # Routes.route gathers a batch's leaf-to-leaf paths from flat views of its [a, b, k]
+    # tables; every message must get the link ids and latency of the path the graph and
+    # ecmp_choice give it (spine paths several wide: k indexes them), self-messages none
+    from simnode.network.routes import Routes
+    import numpy as np
+    g = build_clos(spec(num_ranks=12, ports_per_rank=1, leaf_radix=8, num_spines=4, spine_radix=6))
+    table = link_table(g)
+    routes = Routes.from_graph(g, "ecmp")
+    n = routes.num_ranks
+    src, dst, key = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), np.arange(5),
+                                                       indexing="ij"))
+    rows, lat = routes.route(src, dst, key)
+    for i, (s, d, k) in enumerate(zip(src.tolist(), dst.tolist(), key.tolist())):
+        paths = candidate_paths(g, s, d)
+        path = paths[ecmp_choice(s, d, k, len(paths))]
+        assert tuple(int(x) for x in rows[i] if x >= 0) == path, (s, d, k)
+        assert lat[i] == pytest.approx(path_latency_ns(g, path, table) if path else 0.0)
