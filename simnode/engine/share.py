@@ -976,9 +976,12 @@ class Share:
         act = self._active()
         if not 0 < len(act) <= SMALL_SOLVE or self.compiled or self._any_fcfs or self._lazy:
             return False
-        links, w, ccap, crate = self._links, self._w, self._ccap, self._crate
-        key = (len(self._cap), tuple(act), tuple([tuple(links[c]) for c in act]),
-               tuple([tuple(w[c]) for c in act]), tuple([ccap[c] for c in act]))
+        w, crate = self._w, self._crate
+        # a keyed class's key is (its cap, its row); a solo class (a group's) has none
+        keys = tuple(map(self._cls_key.__getitem__, act))
+        if None in keys:
+            return False
+        key = (len(self._cap), tuple(act), keys, tuple([tuple(w[c]) for c in act]))
         memo = self._memo
         got = memo.get(key)
         if got is None:
@@ -1301,7 +1304,7 @@ class Share:
         else:
             sg = self._sg
             due = out[:k]                       # (ascending: ``_due`` visits ``act`` in order)
-            if k <= SMALL_DUE and all(sg[c] < 0 for c in due):
+            if k <= SMALL_DUE and (k == 0 or max(map(sg.__getitem__, due)) < 0):
                 solo, multi = (), due           # keyed classes only (a chip's few): no arrays
             else:
                 gdue = np.array(_gather(sg, due), dtype=np.int64)
@@ -1511,8 +1514,10 @@ class Share:
                 zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
                     map(tuple, g[4].tolist())) if g[0] is None else (g,))]
             cs = [g[0] for g in ghosts]
-        tags = [g[1] for g in ghosts]
-        mws = [g[3] for g in ghosts]
+        if ghosts:
+            _, tags, _, mws = zip(*ghosts)              # (class, tag, served, weights) each
+        else:
+            tags = mws = ()
         over = [0.0] * len(cs)
         self._k["_release"](cs, tags, mws, self._V, self._links, self._w, self._bytes, self._n,
                             over)

@@ -452,9 +452,14 @@ class ChipSim:
         if m < MIN_BURST:
             return 1
         # read k issues no earlier than t + k x stream and finds at most the older requests
-        # still in flight then plus the k before it (facts 1.4, S1: the outstanding limit)
+        # still in flight then plus the k before it (facts 1.4, S1: the outstanding limit).
+        # Below k = limit - (requests in flight now) no read can find the queue full, so the
+        # walk starts there (its pointer, monotone in k, lands where the walk from k = 1 would)
         q, ptr, left = inflight, 0, len(inflight)
-        for k in range(1, m):
+        k0 = limit - left if limit - left > 1 else 1
+        if k0 >= m:
+            return m
+        for k in range(k0, m):
             tk = t + k * stream
             while ptr < left and q[ptr] <= tk:
                 ptr += 1
