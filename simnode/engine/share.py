@@ -689,8 +689,8 @@ class Share:
         if size > 0 and not self._fast:
             self.transfers_started += 1
             self._pending.append((key, weights, size, member))
-            if not self._in_wake:
-                self._request_start()
+            if not self._in_wake and self._wake_at != self.env._now:
+                self._request_start()               # (a wake due now places it: nothing to ask)
         else:                                       # (a copy of no bytes, or uncontended)
             self._begin(size, key[1], weights, key[0], member)
 
