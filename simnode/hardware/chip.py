@@ -250,7 +250,6 @@ class ChipSim:
             p.group = state
             p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)), runs.pop(id(p.instrs)))
             p.step = self._run(p).__next__
-            p.member = (self._copy_done, p)
         if not pipes:
             self._finish(run)
             done.succeed()
@@ -596,6 +595,7 @@ class ChipSim:
         env = self.env
         tracer = self.tracer
         tid = p.tid
+        p.member = (self._copy_done, p)     # its GM copies' callback in the share (``_issue``)
         pid = self._pid
         ready = self._ready
         heappop, heappush = heapq.heappop, heapq.heappush
