@@ -76,6 +76,11 @@ SMALL_SOLVE = 8
 #: interpreted solves of at least this many incidences run ``maxmin.vector_rates`` (numpy,
 #: resources at one fill level frozen together: equal to the sequential fill up to rounding)
 VECTOR_SOLVE = 20_000
+#: small solves remembered by their inputs (``Share._memo_solve``; cleared when full)
+SMALL_MEMO = 4096
+#: an interpreted commit of at most this many due classes tests them for group members
+#: in plain Python (a chip's few keyed classes: no arrays per wake)
+SMALL_DUE = 32
 #: dtype of the class rows' resource ids once compiled: every solve streams them (half the
 #: bytes of int64)
 LINK = np.int32
@@ -519,6 +524,7 @@ class Share:
         self._wake_at: float | None = None
         self._in_wake = False
         self._deferred: list = []           # callbacks of finished start_cb transfers
+        self._memo: dict = {}               # small solves' inputs -> their rates (``_memo_solve``)
         # uncontended fast path (``fast_path``): every live transfer runs at its cap, so no
         # sharing is solved; (finish ns, seq, member, key, weights) per transfer in a heap, and
         # per resource how many of them cross it
@@ -674,6 +680,19 @@ class Share:
         """As ``start``, but ``fn(served_ns, arg)`` is called when the last unit is served
         (from inside the engine, once its state is consistent) instead of firing an event."""
         self._begin(size, resources, weights, cap, (fn, arg))
+
+    def start_keyed(self, size: float, key: tuple, weights: tuple, member: tuple) -> None:
+        """``start_cb(size, key[1], weights, key[0], *member)`` for a caller that hands over
+        its class key ``(cap, resources)`` and ``weights`` (floats) ready-made and valid (known
+        resource ids, one positive weight each, a cap > 0): a chip's GM copies, ~100 k a
+        run, skip the checks and the tuples ``_begin`` builds. The same start otherwise."""
+        if size > 0 and not self._fast:
+            self.transfers_started += 1
+            self._pending.append((key, weights, size, member))
+            if not self._in_wake and self._wake_at != self.env._now:
+                self._request_start()               # (a wake due now places it: nothing to ask)
+        else:                                       # (a copy of no bytes, or uncontended)
+            self._begin(size, key[1], weights, key[0], member)
 
     def start_group(self, sizes, rows, weights, caps, latency_ns, tag=None) -> Group:
         """Start ``len(sizes)`` transfers at once: transfer k has ``sizes[k]`` units over the
@@ -931,7 +950,8 @@ class Share:
                 self._place()
         finally:
             self._in_wake = False
-        self._solve()
+        if not self._memo_solve():
+            self._solve()
         self._last_solve_ns = now
         if self.fast_path and self._fast_ok():
             self._enter_fast(now)
@@ -943,6 +963,41 @@ class Share:
             act, self._top, self._V, self._crate)
         if t < INF:
             self._request(now + max(t, 0.0))
+
+    def _memo_solve(self) -> bool:
+        """A small interpreted solve (``maxmin.small_rates``: a chip's few classes), through a
+        memo: its rates are a function of its inputs alone (the active classes in order, their
+        rows, weights and caps, and the resources' capacities, which are only ever appended
+        to), so a solve whose inputs equal an earlier one's sets that one's rates (every
+        active class's and every resource's, all a solve writes) without solving; it counts
+        as a solve. A chip's copies come and go in a few recurring class sets (GEMM bf16:
+        15 distinct inputs in 5,409 solves; sparse MLA prefill n_q 256: 1,761 in 20,424).
+        Returns False if the share must solve by ``_solve`` (not a small solve)."""
+        act = self._active()
+        if not 0 < len(act) <= SMALL_SOLVE or self.compiled or self._any_fcfs or self._lazy:
+            return False
+        w, crate = self._w, self._crate
+        # a keyed class's key is (its cap, its row); a solo class (a group's) has none
+        keys = tuple(map(self._cls_key.__getitem__, act))
+        if None in keys:
+            return False
+        key = (len(self._cap), tuple(act), keys, tuple([tuple(w[c]) for c in act]))
+        memo = self._memo
+        got = memo.get(key)
+        if got is None:
+            self._solve()
+            if len(memo) >= SMALL_MEMO:
+                memo.clear()                        # (bounded memory; same rates either way)
+            memo[key] = (tuple([crate[c] for c in act]), tuple(self._rate))
+            return True
+        rates, res = got
+        for c, x in zip(act, rates):
+            crate[c] = x
+        self._rate[:] = res
+        self.recomputes += 1
+        if self.on_rates is not None:
+            self.on_rates(self.env.now, self._rate)
+        return True
 
     # -- the uncontended fast path -------------------------------------------------------------
     # While every live transfer runs at its cap (no resource is asked for more than its
@@ -1078,18 +1133,22 @@ class Share:
         # them with larger arrays once compiled)
         known, heappush, compiled = self._key2cls.get, heapq.heappush, self.compiled
         V, heaps, n, wts, top = self._V, self._heaps, self._n, self._w, self._top
+        track = bool(self._cover_of) and compiled   # (``fresh`` and ``grown`` read only then)
+        seq = self._seq
         for key, weights, size, member in pending:
             if key is None:                         # a group's members (``start_group``)
+                self._seq = seq
                 self._place_bulk(*weights, fresh, grown)
+                seq = self._seq
                 V, heaps, n, wts, top = self._V, self._heaps, self._n, self._w, self._top
                 continue
             c = known(key)
             if c is None:
                 c = self._class(key)
                 V, heaps, n, wts, top = self._V, self._heaps, self._n, self._w, self._top
-            self._seq += 1
+            seq += 1
             tag = V[c] + size
-            heappush(heaps[c], (tag, self._seq, member, weights))
+            heappush(heaps[c], (tag, seq, member, weights))
             if n[c] == 0 and not compiled:
                 self._act.add(c)
             n[c] += 1
@@ -1098,7 +1157,9 @@ class Share:
                 w[j] += weights[j]
             if tag < top[c]:
                 top[c] = tag
-            (fresh if n[c] == 1 else grown).append(c)
+            if track:
+                (fresh if n[c] == 1 else grown).append(c)
+        self._seq = seq
         if self._cover_of and self.compiled and pending:
             self._note_covers(np.array(fresh, dtype=np.int64), 1)
             self._note_covers(np.unique(np.array(grown, dtype=np.int64)), 0)
@@ -1243,13 +1304,16 @@ class Share:
         else:
             sg = self._sg
             due = out[:k]                       # (ascending: ``_due`` visits ``act`` in order)
-            gdue = np.array(_gather(sg, due), dtype=np.int64)
-            if (gdue >= 0).all():
-                solo, multi, gids = due, [], gdue
+            if k <= SMALL_DUE and (k == 0 or max(map(sg.__getitem__, due)) < 0):
+                solo, multi = (), due           # keyed classes only (a chip's few): no arrays
             else:
-                solo = [c for c in due if sg[c] >= 0]
-                multi = [c for c in due if sg[c] < 0]
-                gids = gdue[gdue >= 0]
+                gdue = np.array(_gather(sg, due), dtype=np.int64)
+                if (gdue >= 0).all():
+                    solo, multi, gids = due, [], gdue
+                else:
+                    solo = [c for c in due if sg[c] >= 0]
+                    multi = [c for c in due if sg[c] < 0]
+                    gids = gdue[gdue >= 0]
             if solo:
                 # group members in solo classes, at once as arrays (as ``_commit_solo``): each
                 # served at its own time, groups told in ascending order, members in class order
@@ -1270,6 +1334,7 @@ class Share:
                 self._groups_done(gids[order], np.array(_gather(self._sk, solo), dtype=np.int64)[order],
                                   served[order])
                 end = max(end, float(served.max()))
+        heappop, deferred, ghosts = heapq.heappop, self._deferred, self._ghosts
         for c in multi:
             heap, v, r = self._heaps[c], self._V[c], self._crate[c]
             lim = v + r * window + EPS_UNITS + EPS_REL * v
@@ -1290,11 +1355,19 @@ class Share:
                     if self._bulk[c] is None:
                         del self._bulk[c]
             while heap and heap[0][0] <= lim:
-                tag, _, member, mw = heapq.heappop(heap)
+                tag, _, member, mw = heappop(heap)
                 # W = 0: whatever is left is below the clock's resolution: served now
                 served_in = 0.0 if exact else (max(tag - v, 0.0) / r if r > 0 else 0.0)
-                self._retire(member, served_in)
-                self._ghosts.append((c, tag, now + served_in, mw))
+                if type(member) is tuple and type(member[0]) is not Group:
+                    # ``_retire`` of a ``start_cb`` transfer written out (a chip's copies)
+                    self.transfers_done += 1
+                    served = now + served_in
+                    if served > self.last_served_ns:
+                        self.last_served_ns = served
+                    deferred.append((member, served))
+                else:
+                    self._retire(member, served_in)
+                ghosts.append((c, tag, now + served_in, mw))
                 if now + served_in > end:
                     end = now + served_in
             top = heap[0][0] if heap else INF
@@ -1435,13 +1508,16 @@ class Share:
         freed_solo, spans, solo_range = [], None, False
         if solos:                                       # solo classes of groups (``_commit_group``)
             freed_solo, spans, solo_range = self._release_solos(solos)
-        if any(g[0] is None for g in ghosts):          # expand group members of keyed classes
+        cs = [g[0] for g in ghosts]
+        if None in cs:                                  # expand group members of keyed classes
             ghosts = [e for g in ghosts for e in (
                 zip([g[1]] * g[2].shape[0], g[2].tolist(), g[3].tolist(),
                     map(tuple, g[4].tolist())) if g[0] is None else (g,))]
-        cs = [g[0] for g in ghosts]
-        tags = [g[1] for g in ghosts]
-        mws = [g[3] for g in ghosts]
+            cs = [g[0] for g in ghosts]
+        if ghosts:
+            _, tags, _, mws = zip(*ghosts)              # (class, tag, served, weights) each
+        else:
+            tags = mws = ()
         over = [0.0] * len(cs)
         self._k["_release"](cs, tags, mws, self._V, self._links, self._w, self._bytes, self._n,
                             over)
@@ -1458,9 +1534,10 @@ class Share:
             rows = np.array([tuple(x) + (-1,) * (width - len(x)) for x in links], dtype=np.int64)
             w = np.array([tuple(x) + (0.0,) * (width - len(x)) for x in ws])
             self.series.add_spans(np.array(t0), now, rows, -(w * np.array(overs)[:, None]))
-        if any(self._n[c] > 0 for c in cs):
+        n = self._n
+        freed = {c for c in cs if n[c] == 0}
+        if len(freed) != len(set(cs)):                  # a class kept members: new weights
             self._layout += 1
-        freed = {c for c in cs if self._n[c] == 0}
         for c in freed:
             self._bulk.pop(c, None)
             if self._cls_key[c] is not None:

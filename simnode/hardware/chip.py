@@ -98,7 +98,7 @@ class ChipRun:
 
 
 class _Path:
-    __slots__ = ("bw", "base", "ii", "gm", "write")
+    __slots__ = ("bw", "base", "ii", "gm", "write", "hit", "miss")
 
     def __init__(self, spec, freq_GHz):
         self.bw = spec.bandwidth_B_per_cycle * freq_GHz              # bytes/ns
@@ -106,6 +106,7 @@ class _Path:
         self.ii = spec.min_issue_interval_cycles / freq_GHz
         self.gm = spec.name in GM_PATHS
         self.write = spec.name in _WRITE_PATHS
+        self.hit = self.miss = None     #: (class key, weights) of a one-region copy (ChipSim)
 
 
 class _Flag:
@@ -143,7 +144,7 @@ class _Pipe:
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
                  "copy_parts", "copy_end", "finished", "name",
-                 "group", "ops", "step", "bursts", "no_burst", "copy_m")
+                 "group", "ops", "step", "bursts", "no_burst", "copy_m", "member")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -167,6 +168,7 @@ class _Pipe:
         self.bursts = False         #: its GM reads may go as bursts (``ChipSim._issue``)
         self.no_burst = 0           #: no burst starts before this op
         self.copy_m = 1             #: reads its latest GM issue started (1, or a burst's)
+        self.member = None          #: (callback, pipe) of its GM copies in the share
 
 
 class ChipSim:
@@ -202,6 +204,11 @@ class ChipSim:
         # every GM read crosses L2, a miss or a write HBM as well (facts 1.1/1.4)
         self._res_hit = (self.r_l2,)
         self._res_miss = (self.r_l2, self.r_hbm)
+        # a one-region copy's class in the share ((cap, resources), weights), made once per
+        # path: ``_issue`` hands them over ready-made (``Share.start_keyed``)
+        for path in self._paths.values():
+            path.hit = ((path.bw, self._res_hit), (1.0,))
+            path.miss = ((path.bw, self._res_miss), (1.0, 1.0))
 
     # -- public ---------------------------------------------------------------------------
     def launch(self, schedule: KernelSchedule) -> tuple[simpy.Event, ChipRun]:
@@ -367,11 +374,11 @@ class ChipSim:
             p.copy_parts = 1
             if path.write:
                 self.l2.write(ins.gm_key, size, ins.l2_hint == "normal")
-                res = self._res_miss
+                key, weights = path.miss
             else:
-                res = self._res_hit if self.l2.read(ins.gm_key, size, ins.l2_hint == "normal") \
-                    else self._res_miss
-            self.share.start_cb(size, res, None, path.bw, self._copy_done, p)
+                key, weights = path.hit if self.l2.read(ins.gm_key, size,
+                                                        ins.l2_hint == "normal") else path.miss
+            self.share.start_keyed(size, key, weights, p.member)
         else:
             self._gm_regions(ins, path, size, p)
         return 1
@@ -382,8 +389,15 @@ class ChipSim:
             p.copy_end = served_ns
         p.copy_parts -= 1
         if p.copy_parts == 0:
-            self._ready.append(p)
-            self._drain()
+            ready = self._ready
+            ready.append(p)
+            if not self._draining:              # ``_drain`` written out: once per GM copy
+                self._draining = True
+                try:
+                    while ready:
+                        ready.popleft().step()
+                finally:
+                    self._draining = False
 
     def _gm_regions(self, ins: isa.Copy, path: _Path, size: float, p: _Pipe) -> None:
         """Start the streaming of a GM copy whose descriptor covers several regions (a
@@ -437,9 +451,14 @@ class ChipSim:
         if m < MIN_BURST:
             return 1
         # read k issues no earlier than t + k x stream and finds at most the older requests
-        # still in flight then plus the k before it (facts 1.4, S1: the outstanding limit)
+        # still in flight then plus the k before it (facts 1.4, S1: the outstanding limit).
+        # Below k = limit - (requests in flight now) no read can find the queue full, so the
+        # walk starts there (its pointer, monotone in k, lands where the walk from k = 1 would)
         q, ptr, left = inflight, 0, len(inflight)
-        for k in range(1, m):
+        k0 = limit - left if limit - left > 1 else 1
+        if k0 >= m:
+            return m
+        for k in range(k0, m):
             tk = t + k * stream
             while ptr < left and q[ptr] <= tk:
                 ptr += 1
@@ -576,6 +595,7 @@ class ChipSim:
         env = self.env
         tracer = self.tracer
         tid = p.tid
+        p.member = (self._copy_done, p)     # its GM copies' callback in the share (``_issue``)
         pid = self._pid
         ready = self._ready
         heappop, heappush = heapq.heappop, heapq.heappush
