@@ -12,8 +12,11 @@ page tables, which at EP1024 (~1.8 GB) cost ~4 s of CPU at 10 Hz and slowed the 
 measured; so the tree is sampled every ``SAMPLE_S`` by its resident sizes (``statm``, kept
 as counters by the kernel: no walk), and PSS is read only when that sample could set a new
 peak (a process's PSS never exceeds its RSS, so a sample whose summed RSS is at most the
-peak so far cannot raise it) and at most every ``PSS_EVERY_S``. A peak shorter than that can
-only be missed by the rise within it (EP1024: the same peak as reading PSS at 10 Hz,
+peak so far cannot raise it), and, as a read of a larger tree costs more (~40 ms of system
+time at EP2048's ~3 GB), no sooner than ``PSS_COST_RATIO`` times the CPU time the last read
+took: the reader spends at most ~5% of a core, and only while the tree grows (a small tree
+is still read at every sample). A peak shorter than that interval can only be missed by
+the rise within it (EP1024: within 1% of the peak that reading PSS at 10 Hz reports,
 benchmarks/README.md, "Network, round 6"). The rows of the speed targets (issue 17) are declared in ``ROWS``; each
 ``bench_run_*.py`` script measures one and ``bench_targets.py`` all of them.
 """
@@ -32,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SIMNODE = [sys.executable, "-m", "simnode"]
 SAMPLE_S = 0.1                    #: how often the process tree's resident size is sampled
-PSS_EVERY_S = 0.5                 #: least time between two reads of the tree's PSS
+PSS_COST_RATIO = 20.0             #: least time between two PSS reads / the last read's CPU time
 _PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
@@ -127,18 +130,18 @@ def _rss_kib(pid: int) -> int:
 
 class TreeSampler(threading.Thread):
     """Samples the summed PSS of a process tree until ``stop()``; ``peak_MiB`` afterwards.
-    ``pss_every_s``: least time between PSS reads (0: at every sample that could set a
-    peak); ``bounded=False``: read PSS at every sample (the former 10 Hz sampler, for
+    ``cost_ratio``: least time between PSS reads as a multiple of the last read's CPU time
+    (0: at every sample that could set a peak); ``bounded=False``: read PSS at every sample (the former 10 Hz sampler, for
     comparison). ``reads``: how many times the tree's PSS was read."""
 
-    def __init__(self, pid: int, pss_every_s: float = PSS_EVERY_S, bounded: bool = True):
+    def __init__(self, pid: int, cost_ratio: float = PSS_COST_RATIO, bounded: bool = True):
         super().__init__(daemon=True)
         self.pid, self.peak_kib, self.most = pid, 0, 1
-        self.pss_every_s, self.bounded, self.reads = pss_every_s, bounded, 0
+        self.cost_ratio, self.bounded, self.reads = cost_ratio, bounded, 0
         self._done = threading.Event()
 
     def run(self) -> None:
-        last = -float("inf")
+        next_read = -float("inf")
         while not self._done.wait(SAMPLE_S):
             pids = _tree(self.pid)
             self.most = max(self.most, len(pids))
@@ -146,12 +149,12 @@ class TreeSampler(threading.Thread):
                 # PSS <= RSS per process: a sample that cannot pass the peak is not read
                 if sum(_rss_kib(p) for p in pids) <= self.peak_kib:
                     continue
-                now = time.monotonic()
-                if now - last < self.pss_every_s:
+                if time.monotonic() < next_read:
                     continue
-                last = now
             self.reads += 1
+            t0, c0 = time.monotonic(), time.thread_time()
             self.peak_kib = max(self.peak_kib, sum(_pss_kib(p) for p in pids))
+            next_read = t0 + self.cost_ratio * (time.thread_time() - c0)
 
     def stop(self) -> float:
         self._done.set()
