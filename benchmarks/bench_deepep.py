@@ -95,14 +95,15 @@ def run_child(num_ranks: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_user(num_ranks: int) -> dict:
-    """``simnode run`` at ``num_ranks`` as a user runs it, measured whole (``run_tree``)."""
+def run_user(num_ranks: int, sampler: str = "bounded") -> dict:
+    """``simnode run`` at ``num_ranks`` as a user runs it, measured whole (``run_tree``;
+    ``sampler``: how its memory is sampled, ``process.run_tree``)."""
     cmd = [sys.executable, "-m", "simnode", "run", str(TOPOLOGY), str(WORKLOAD),
            "--set", f"num_ranks={num_ranks}", "--json"]
     if num_ranks > 256:
         cmd[-1:-1] = ["--set", f"num_experts={num_ranks}"]
     try:
-        got = run_tree(cmd)
+        got = run_tree(cmd, sampler=sampler)
     except RuntimeError as e:
         return {"ep": num_ranks, "error": str(e).strip().splitlines()[-1]}
     res = json.loads(got.pop("stdout"))
@@ -111,14 +112,14 @@ def run_user(num_ranks: int) -> dict:
         "combine_solver_recomputes")}}
 
 
-def main_user(sizes) -> int:
+def main_user(sizes, sampler: str = "bounded") -> int:
     print(f"DeepEP normal kernels as `simnode run` runs them, {WORKLOAD.name} (16384 tokens/rank, "
           f"top-6 of 256), uniform routing" + ("; past EP256 top-6 of EP experts" if max(sizes) > 256 else ""))
     print(f"{'EP':>4} {'wall s':>7} {'CPU s':>7} {'procs':>5} {'peak MiB':>9} {'1 proc MiB':>10} "
           f"{'solves d/c':>11} {'disp us':>8} {'comb us':>8} {'disp GB/s':>9} {'comb GB/s':>9}")
     ok = {}
     for n in sizes:
-        r = run_user(n)
+        r = run_user(n, sampler)
         if "error" in r:
             print(f"{n:>4} FAILED: {r['error']}")
             continue
@@ -126,7 +127,7 @@ def main_user(sizes) -> int:
         print(f"{n:>4} {r['wall_s']:>7.2f} {r['cpu_s']:>7.2f} {r['processes']:>5} {r['peak_MiB']:>9.0f} "
               f"{r['max_rss_one_MiB']:>10.0f} {r['dispatch_solver_recomputes']:>5}/{r['combine_solver_recomputes']:<5} "
               f"{r['dispatch_ns'] / 1e3:>8.1f} {r['combine_ns'] / 1e3:>8.1f} {r['dispatch_GBps']:>9.1f} "
-              f"{r['combine_GBps']:>9.1f}", flush=True)
+              f"{r['combine_GBps']:>9.1f}  ({r['pss_reads']} PSS reads)", flush=True)
     if 8 in ok and len(ok) > 1:
         b = ok[8]
         print("growth from EP8 (wall, peak memory): " + ", ".join(
@@ -152,6 +153,10 @@ def main() -> int:
     ap.add_argument("--ep", type=int, action="append", help="EP size (repeatable)")
     ap.add_argument("--kernels", action="store_true",
                     help="time routing + plan, dispatch and combine one after the other in one process")
+    ap.add_argument("--sampler", choices=("bounded", "10hz", "none"), default="bounded",
+                    help="how the process tree's peak memory is sampled (benchmarks/process.py): "
+                         "PSS when it could set a peak, at most every 0.5 s (default); PSS at "
+                         "10 Hz; not at all (the largest single process's max RSS)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -159,7 +164,7 @@ def main() -> int:
         return 0
     sizes = args.ep or list(EP_SIZES)
     if not args.kernels:
-        return main_user(sizes)
+        return main_user(sizes, args.sampler)
     print(f"DeepEP normal kernels, {WORKLOAD.name} (16384 tokens/rank, top-6 of 256), uniform routing"
           + ("; past EP256 top-6 of EP experts" if max(sizes) > 256 else ""))
     print(f"{'EP':>4} {'plan s':>7} {'disp s':>7} {'comb s':>7} {'total s':>8} "

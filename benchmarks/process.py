@@ -6,9 +6,18 @@ process tree) and peak memory; ``Measurement`` gives the median wall time and th
 peak. Peak memory is that of the whole process tree: ``simnode run`` may fork a part of
 the run (DeepEP's combine beside dispatch, ``--jobs``), so the tree's proportional set size
 (PSS: a page shared by n processes counts 1/n in each, so the sum counts it once) is
-sampled every ``SAMPLE_S`` and summed over the processes, and the peak is the larger of the
-largest sum and the largest single process's max RSS (``os.wait4``; a peak shorter than a
-sampling interval can only be missed by the sum). The rows of the speed targets (issue 17) are declared in ``ROWS``; each
+summed over the processes, and the peak is the larger of the largest sum and the largest
+single process's max RSS (``os.wait4``). Reading PSS (``smaps_rollup``) walks a process's
+page tables, which at EP1024 (~1.8 GB) cost ~4 s of CPU at 10 Hz and slowed the run it
+measured; so the tree is sampled every ``SAMPLE_S`` by its resident sizes (``statm``, kept
+as counters by the kernel: no walk), and PSS is read only when that sample could set a new
+peak (a process's PSS never exceeds its RSS, so a sample whose summed RSS is at most the
+peak so far cannot raise it), and, as a read of a larger tree costs more (~40 ms of system
+time at EP2048's ~3 GB), no sooner than ``PSS_COST_RATIO`` times the CPU time the last read
+took: the reader spends at most ~5% of a core, and only while the tree grows (a small tree
+is still read at every sample). A peak shorter than that interval can only be missed by
+the rise within it (EP1024: within 1% of the peak that reading PSS at 10 Hz reports,
+benchmarks/README.md, "Network, round 6"). The rows of the speed targets (issue 17) are declared in ``ROWS``; each
 ``bench_run_*.py`` script measures one and ``bench_targets.py`` all of them.
 """
 
@@ -25,7 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMNODE = [sys.executable, "-m", "simnode"]
-SAMPLE_S = 0.1                    #: how often the process tree's memory is sampled
+SAMPLE_S = 0.1                    #: how often the process tree's resident size is sampled
+PSS_COST_RATIO = 20.0             #: least time between two PSS reads / the last read's CPU time
+_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 @dataclass(frozen=True)
@@ -107,19 +118,43 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-class TreeSampler(threading.Thread):
-    """Samples the summed PSS of a process tree until ``stop()``; ``peak_MiB`` afterwards."""
+def _rss_kib(pid: int) -> int:
+    """Resident set size of one process in KiB (0 if it is gone): ``statm``, which the
+    kernel keeps as counters (cheap, unlike ``smaps_rollup``)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * _PAGE_KIB
+    except (OSError, IndexError, ValueError):
+        return 0
 
-    def __init__(self, pid: int):
+
+class TreeSampler(threading.Thread):
+    """Samples the summed PSS of a process tree until ``stop()``; ``peak_MiB`` afterwards.
+    ``cost_ratio``: least time between PSS reads as a multiple of the last read's CPU time
+    (0: at every sample that could set a peak); ``bounded=False``: read PSS at every sample (the former 10 Hz sampler, for
+    comparison). ``reads``: how many times the tree's PSS was read."""
+
+    def __init__(self, pid: int, cost_ratio: float = PSS_COST_RATIO, bounded: bool = True):
         super().__init__(daemon=True)
         self.pid, self.peak_kib, self.most = pid, 0, 1
+        self.cost_ratio, self.bounded, self.reads = cost_ratio, bounded, 0
         self._done = threading.Event()
 
     def run(self) -> None:
+        next_read = -float("inf")
         while not self._done.wait(SAMPLE_S):
             pids = _tree(self.pid)
             self.most = max(self.most, len(pids))
+            if self.bounded:
+                # PSS <= RSS per process: a sample that cannot pass the peak is not read
+                if sum(_rss_kib(p) for p in pids) <= self.peak_kib:
+                    continue
+                if time.monotonic() < next_read:
+                    continue
+            self.reads += 1
+            t0, c0 = time.monotonic(), time.thread_time()
             self.peak_kib = max(self.peak_kib, sum(_pss_kib(p) for p in pids))
+            next_read = t0 + self.cost_ratio * (time.thread_time() - c0)
 
     def stop(self) -> float:
         self._done.set()
@@ -127,18 +162,21 @@ class TreeSampler(threading.Thread):
         return self.peak_kib / 1024
 
 
-def run_tree(cmd, cwd=ROOT) -> dict:
+def run_tree(cmd, cwd=ROOT, sampler: str = "bounded") -> dict:
     """Run ``cmd`` (a full argv) as a user would; its wall and CPU time (user + sys of the
     process and every descendant it waited for), peak memory of the tree (see the module
-    docstring), the most processes seen at once, and its stdout."""
+    docstring), the most processes seen at once, and its stdout. ``sampler``: "bounded"
+    (the default, see the module docstring), "10hz" (PSS read at every sample) or "none"
+    (no sampling: the peak is the largest single process's max RSS)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    sampler = TreeSampler(proc.pid)
-    sampler.start()
+    sampler = TreeSampler(proc.pid, bounded=sampler != "10hz") if sampler != "none" else None
+    if sampler is not None:
+        sampler.start()
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    pss = sampler.stop()
+    pss = sampler.stop() if sampler is not None else 0.0
     err = proc.stderr.read().decode(errors="replace")
     proc.stdout.close()
     proc.stderr.close()
@@ -146,7 +184,9 @@ def run_tree(cmd, cwd=ROOT) -> dict:
         raise RuntimeError(f"{' '.join(map(str, cmd))} failed:\n{err}")
     one = usage.ru_maxrss / 1024                              # Linux reports KiB
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_MiB": max(pss, one),
-            "pss_sum_MiB": pss, "max_rss_one_MiB": one, "processes": sampler.most,
+            "pss_sum_MiB": pss, "max_rss_one_MiB": one,
+            "processes": sampler.most if sampler is not None else 0,
+            "pss_reads": sampler.reads if sampler is not None else 0,
             "stdout": out.decode()}
 
 

@@ -285,19 +285,17 @@ def _count(act, links, wts, sw, mult, ccap, nres, unlimited, watch, info, wsum, 
         cp = ccap[c]
         if cp == INF:
             all_capped = False
-        row = links[c]
-        wr = wts[c]
         n_lim = 0
         seen = False
         for j in range(sw[c]):
-            r = row[j]
+            r = links[c][j]
             if r < 0:
                 break
             if watch[r]:
                 seen = True
             if unlimited[r]:
                 continue
-            dw = m * wr[j]
+            dw = m * wts[c][j]
             wsum[r] += dw
             cnt[r] += 1
             used[r] += dw * cp
@@ -353,10 +351,8 @@ def _sort(act, links, wts, sw, mult, nres, unlimited, info, cnt, ver, ptr, froze
         if frozen[c]:
             continue
         m = mult[c]
-        row = links[c]
-        wr = wts[c]
         for j in range(sw[c]):
-            r = row[j]
+            r = links[c][j]
             if r < 0:
                 break
             if unlimited[r]:
@@ -364,18 +360,18 @@ def _sort(act, links, wts, sw, mult, nres, unlimited, info, cnt, ver, ptr, froze
             k = fill_at[r]
             fill_at[r] = k + 1
             slot_cls[k] = c
-            slot_dw[k] = m * wr[j]
+            slot_dw[k] = m * wts[c][j]
             if own:
                 b = k * bw
                 t = 0
                 for j2 in range(sw[c]):
-                    r2 = row[j2]
+                    r2 = links[c][j2]
                     if r2 < 0:
                         break
                     if j2 == j or unlimited[r2]:
                         continue
                     blk_res[b + t] = r2
-                    blk_dw[b + t] = m * wr[j2]
+                    blk_dw[b + t] = m * wts[c][j2]
                     t += 1
                 if t < bw:
                     blk_res[b + t] = -1
@@ -384,13 +380,13 @@ def _sort(act, links, wts, sw, mult, nres, unlimited, info, cnt, ver, ptr, froze
         if not own:
             t = 0
             for j in range(sw[c]):
-                r = row[j]
+                r = links[c][j]
                 if r < 0:
                     break
                 if unlimited[r]:
                     continue
                 blk_res[nb + t] = r
-                blk_dw[nb + t] = m * wr[j]
+                blk_dw[nb + t] = m * wts[c][j]
                 t += 1
             if t < bw:
                 blk_res[nb + t] = -1
@@ -482,15 +478,13 @@ def _freeze(c, x, links, wts, sw, mult, unlimited, rate, wsum, cnt, used, ver, f
     k = 0
     rate[c] = x
     m = mult[c]
-    row = links[c]
-    wr = wts[c]
     for j in range(sw[c]):
-        r = row[j]
+        r = links[c][j]
         if r < 0:
             break
         if unlimited[r]:
             continue
-        dw = m * wr[j]
+        dw = m * wts[c][j]
         used[r] += dw * x
         wsum[r] -= dw
         cnt[r] -= 1
@@ -536,9 +530,8 @@ def _rates(act, links, wts, sw, mult, ccap, res_cap, fcfs, any_fcfs, skip, rate,
             for i in range(len(act)):
                 c = act[i]
                 f = 1.0
-                row = links[c]
-                for j in range(len(row)):
-                    r = row[j]
+                for j in range(len(links[c])):
+                    r = links[c][j]
                     if r < 0:
                         break
                     if factor[r] < f:
@@ -566,14 +559,12 @@ def _load_fcfs(vis, nv, links, wts, sw, mult, rate, res_rate, fcfs):
     for i in range(nv):
         c = vis[i]
         x = mult[c] * rate[c]
-        row = links[c]
-        wr = wts[c]
         for j in range(sw[c]):
-            r = row[j]
+            r = links[c][j]
             if r < 0:
                 break
             if fcfs[r]:
-                res_rate[r] += wr[j] * x
+                res_rate[r] += wts[c][j] * x
 
 
 def _load(act, links, wts, mult, rate, res_rate):
@@ -583,13 +574,11 @@ def _load(act, links, wts, mult, rate, res_rate):
     for i in range(len(act)):
         c = act[i]
         x = mult[c] * rate[c]
-        row = links[c]
-        wr = wts[c]
-        for j in range(len(row)):
-            r = row[j]
+        for j in range(len(links[c])):
+            r = links[c][j]
             if r < 0:
                 break
-            res_rate[r] += wr[j] * x
+            res_rate[r] += wts[c][j] * x
 
 
 # -- small problems ----------------------------------------------------------------------------
