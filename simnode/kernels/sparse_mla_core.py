@@ -61,7 +61,7 @@ def _memo(cls):
 
 Set, Wait, XSet, XWait = _memo(isa.SetFlag), _memo(isa.WaitFlag), _memo(isa.CrossSet), _memo(isa.CrossWait)
 Vec, Mmad, Scal = _memo(isa.VecOp), _memo(isa.Mmad), _memo(isa.Scalar)
-Copy = _memo(isa.Copy)
+Copy, Fix = _memo(isa.Copy), _memo(isa.Fixpipe)
 
 
 #: (row bytes, L2 hint, cache, sequence) -> {tokens of one descriptor: its gather record}
@@ -176,14 +176,29 @@ def _launch(prog, launch_ns: float, cold_ns: float) -> None:
         return
     for unit in sorted({u for u, _ in prog.pipes}):
         pipes = sorted(pp for (u, pp), ins in prog.pipes.items() if u == unit and ins and pp != "s")
-        prog.pipe(unit, "s")[:0] = delays + [Set("s", pp, 0) for pp in pipes]
+        head = delays + [Set("s", pp, 0) for pp in pipes]
+        prog.pipe(unit, "s")[:0] = head
+        _shift_repeats(prog, (unit, "s"), len(head))
         for pp in pipes:
             prog.pipes[(unit, pp)].insert(0, Wait("s", pp, 0))
+            _shift_repeats(prog, (unit, pp), 1)
+
+
+def _shift_repeats(prog, key, k: int) -> None:
+    """``k`` records were put before a pipe's: its repeat notes move on by ``k``."""
+    notes = prog.repeats.get(key)
+    if notes:
+        prog.repeats[key] = [(start + k, length, src + k) for start, length, src in notes]
 
 
 def _aic(prog, p, plan: Plan, blocks, drain) -> None:
+    """The AIC's records. A step (``p_phase`` of block g, ``o_phase`` of block g - 1) emits
+    to MTE1 and the cube records that follow from a few properties of the two blocks and
+    the running L0 slot; each such step is built once and placed again (``CoreProgram.
+    place``: noted as a repeat, which the check and the compile skip). FixPipe likewise."""
     mte2, mte1 = prog.pipe("aic", "mte2"), prog.pipe("aic", "mte1")
-    cube, fix = prog.pipe("aic", "m"), prog.pipe("aic", "fix")
+    prog.pipe("aic", "m")                 # (the pipes' order is the launch's: kept)
+    fix = prog.pipe("aic", "fix")
     aivs = [f"aiv{v}" for v in range(plan.n_aiv)]
     xw_kv = [XWait(x, X_KV) for x in aivs]
     hpc, d = p.heads_per_core, p.d_qk
@@ -210,56 +225,51 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     xs_sfree, xs_kvfree, xs_p, xs_frag = ([XSet(x, f) for x in aivs]
                                           for f in (X_SFREE, X_KVFREE, X_P, X_FRAG))
     loads_of = {}                         # sizes of a unit's L1 -> L0 loads: their records
+    m1: list = []                         # the step being built: its MTE1 and cube records
+    cb: list = []
 
     def unit(loads, mm, pre=(), post=()):
         nonlocal u
         s = u % slots
         if u >= slots:
-            mte1.append(w_m_mte1[s])
+            m1.append(w_m_mte1[s])
         recs = loads_of.get(loads)
         if recs is None:
             recs = loads_of[loads] = [Copy("l1_to_l0", size) for size in loads]
-        mte1.extend(recs)
-        mte1.append(s_mte1_m[s])
-        cube.append(w_mte1_m[s])
-        cube.extend(pre)
-        cube.append(mm)
-        cube.extend(post)
-        cube.append(s_m_mte1[s])
+        m1.extend(recs)
+        m1.append(s_mte1_m[s])
+        cb.append(w_mte1_m[s])
+        cb.extend(pre)
+        cb.append(mm)
+        cb.extend(post)
+        cb.append(s_m_mte1[s])
         u += 1
 
-    def p_phase(b):
-        nonlocal items
-        blk = blocks[b]
-        t = len(blk.tokens)
-        if blk.first:
-            qs = qslot[blk.item] = items % Q_L1_SLOTS
-            if items >= Q_L1_SLOTS:
-                mte2.append(Wait("mte1", "mte2", qs))
-            mte2.append(isa.Copy("gm_to_l1", hpc * d * 2, ("q", blk.item), label="Q -> L1"))
-            mte2.append(Set("mte2", "mte1", qs))
-            mte1.append(Wait("mte2", "mte1", qs))
-            items += 1
-        for _, v, _ in _chunks(blk, plan):
-            mte1.append(xw_kv[v])
+    def p_phase(first, t, later, last, qs):
+        """Block b's P = Q K^T (``later``: b >= 1; ``last``: b ends its item; ``qs``: its
+        item's Q slot)."""
+        if first:
+            m1.append(Wait("mte2", "mte1", qs))
+        for _, v, _ in _chunks(_Tokens(t), plan):
+            m1.append(xw_kv[v])
         kt = d // L0_TILE
         mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
         loads = (hpc * L0_TILE * 2, t * L0_TILE * 2)
         for k in range(kt):
             # one P in L0C (S2): P[b] overwrites P[b-1] once FixPipe has copied it out
             # (the MMADs' unit_flag handoff)
-            pre = w_fix_m[0] if k == 0 and b >= 1 else ()
+            pre = w_fix_m[0] if k == 0 and later else ()
             post = s_m_fix[0] if k == kt - 1 else ()
             unit(loads, mm, pre, post)
-        if b + 1 == n or blocks[b + 1].first:
-            mte1.append(Set("mte1", "mte2", qslot[blk.item]))
+        if last:
+            m1.append(Set("mte1", "mte2", qs))
 
     # O sits at one place in L0C (S2), n-tile j in region j, FIX <-> M event 1 + j
 
-    def o_phase(b):
-        t = len(blocks[b].tokens)
-        rescale = drain[b] and not blocks[b].first
-        mte1.extend(xw_s)
+    def o_phase(t, rescale, drained, post_fix):
+        """Block b's O += S V (``rescale``: a rescale drain before it; ``drained``: O was
+        drained before it; ``post_fix``: O is drained after it)."""
+        m1.extend(xw_s)
         mm = Mmad(L0_TILE, hpc, t, "bf16") if plan.transposed else Mmad(hpc, L0_TILE, t, "bf16")
         for j in range(nt):
             if rescale:
@@ -269,16 +279,51 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             else:
                 # an item's first O += S V reuses n-tile j once FIX has copied the previous
                 # item's n-tile j out (unit_flag, S2: "synchronize by unit_flag")
-                pre = w_fix_m[1 + j] if drain[b] else ()
-            post = s_m_fix[1 + j] if b + 1 == n or drain[b + 1] else ()
+                pre = w_fix_m[1 + j] if drained else ()
+            post = s_m_fix[1 + j] if post_fix else ()
             loads = ((hpc * t * 2, t * L0_TILE * 2) if j == 0 else (t * L0_TILE * 2,))
             unit(loads, mm, pre, post)
             if j == 0:
-                mte1.extend(xs_sfree)
-        mte1.extend(xs_kvfree)
+                m1.extend(xs_sfree)
+        m1.extend(xs_kvfree)
+
+    steps: dict = {}                      # step key -> (MTE1 records, cube records, L0 units)
+    placed_m1, placed_cb = {}, {}
+    for g in range(n + 1):
+        pk = ok = None
+        if g < n:
+            blk = blocks[g]
+            if blk.first:
+                qs = qslot[blk.item] = items % Q_L1_SLOTS
+                if items >= Q_L1_SLOTS:
+                    mte2.append(Wait("mte1", "mte2", qs))
+                mte2.append(isa.Copy("gm_to_l1", hpc * d * 2, ("q", blk.item), label="Q -> L1"))
+                mte2.append(Set("mte2", "mte1", qs))
+                items += 1
+            pk = (blk.first, len(blk.tokens), g >= 1, g + 1 == n or blocks[g + 1].first,
+                  qslot[blk.item])
+        if g >= 1:
+            b = g - 1
+            ok = (len(blocks[b].tokens), drain[b] and not blocks[b].first, drain[b],
+                  b + 1 == n or drain[b + 1])
+        # the cube's order: P[g] = Q K[g]^T, then O += S[g-1] V[g-1]
+        key = (pk, ok, u if u < slots else slots + u % slots)
+        step = steps.get(key)
+        if step is None:
+            m1, cb, u0 = [], [], u
+            if pk is not None:
+                p_phase(*pk)
+            if ok is not None:
+                o_phase(*ok)
+            step = steps[key] = (m1, cb, u - u0)
+        else:
+            u += step[2]
+        prog.place("aic", "mte1", step[0], placed_m1, key)
+        prog.place("aic", "m", step[1], placed_cb, key)
 
     frags = 0
     per_tile = L0_TILE // plan.frag_cols
+    fx: list = []                         # the FixPipe records of the step being built
 
     def drain_frags():
         """FixPipe all O fragments out of L0C, each into a free UB buffer (2 per AIV)."""
@@ -286,38 +331,53 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         for f in range(plan.fragments):
             j = f // per_tile
             if f % per_tile == 0:
-                fix.append(w_m_fix[1 + j])
+                fx.append(w_m_fix[1 + j])
             if frags >= FRAG_BUFFERS:
-                fix.extend(xw_fragfree)
-            fix.append(isa.Fixpipe(hpc, plan.frag_cols, "fp32", dst, label="O fragment -> UB"))
-            fix.extend(xs_frag)
+                fx.extend(xw_fragfree)
+            fx.append(Fix(hpc, plan.frag_cols, "fp32", dst, None, "normal", "O fragment -> UB"))
+            fx.extend(xs_frag)
             frags += 1
             if f % per_tile == per_tile - 1:
-                fix.append(s_fix_m[1 + j])
+                fx.append(s_fix_m[1 + j])
 
-    for g in range(n + 1):
-        if g < n:
-            p_phase(g)
-        if g >= 1:
-            o_phase(g - 1)
     # FixPipe in S2's program order: the cube issues P[g] = Q K[g]^T, then O += S[g-1] V[g-1];
     # a rescale drain is triggered inside the latter, before its MMADs, and an item's final
     # copy-out right after them. So FIX copies P[g], then the rescale drain before O[g-1],
     # then, if g-1 ends an item, that item's O; then P[g+1]. Fragments past the 2 UB buffers
     # wait for the AIVs, which take them after softmax(g) (facts 3.4 vector order).
+    fsteps: dict = {}                     # step key -> (FixPipe records, fragments)
+    placed_fix: dict = {}
     for g in range(n + 1):
-        if g < n:
-            t = len(blocks[g].tokens)
-            fix.append(w_m_fix[0])
-            if g >= 1:
-                fix.extend(xw_pfree)
-            fix.append(isa.Fixpipe(hpc, t, "fp32", dst, label="P -> UB"))
-            fix.append(s_fix_m[0])
-            fix.extend(xs_p)
-        if g >= 1 and drain[g - 1] and not blocks[g - 1].first:
-            drain_frags()                               # rescale drain before O[g-1]
-        if g >= 1 and (g == n or blocks[g].first):
-            drain_frags()                               # the item ending at g-1: its O
+        key = (len(blocks[g].tokens) if g < n else None, g >= 1,
+               g >= 1 and drain[g - 1] and not blocks[g - 1].first,
+               g >= 1 and (g == n or blocks[g].first), min(frags, FRAG_BUFFERS))
+        step = fsteps.get(key)
+        if step is None:
+            fx, f0 = [], frags
+            t, later, rescale, ends, _ = key
+            if t is not None:
+                fx.append(w_m_fix[0])
+                if later:
+                    fx.extend(xw_pfree)
+                fx.append(Fix(hpc, t, "fp32", dst, None, "normal", "P -> UB"))
+                fx.append(s_fix_m[0])
+                fx.extend(xs_p)
+            if rescale:
+                drain_frags()                           # rescale drain before O[g-1]
+            if ends:
+                drain_frags()                           # the item ending at g-1: its O
+            step = fsteps[key] = (fx, frags - f0)
+        else:
+            frags += step[1]
+        prog.place("aic", "fix", step[0], placed_fix, key)
+
+
+class _Tokens:
+    """A stand-in block of ``t`` tokens, for ``_chunks`` where only the count matters."""
+    __slots__ = ("tokens",)
+
+    def __init__(self, t: int):
+        self.tokens = range(t)
 
 
 def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint,
