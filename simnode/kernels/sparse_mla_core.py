@@ -383,7 +383,14 @@ class _Tokens:
 def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint,
          chunks) -> None:
     """One AIV's records; ``chunks``: its (tokens, descriptor tokens) per block
-    (``_descriptors``)."""
+    (``_descriptors``).
+
+    A step's MTE2 records (the index group and the KV gathers: records of their own) are made
+    step by step. Its vector and MTE3 records follow from a few properties of the blocks it
+    touches and a little running state (``key`` below), so each kind of step is built once
+    and placed again (``CoreProgram.place``: noted as a repeat, which the check and the
+    compile skip); a step that writes an item's LSE or O to GM gets those copies (records
+    of their own) filled into its slots and is not a repeat."""
     mte2, vec, mte3 = prog.pipe(unit, "mte2"), prog.pipe(unit, "v"), prog.pipe(unit, "mte3")
     n = len(blocks)
     rows, d = plan.rows, p.d_v
@@ -407,10 +414,13 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
     xw_kvfree, xw_p, xw_sfree = XWait("aic", X_KVFREE), XWait("aic", X_P), XWait("aic", X_SFREE)
     xs_kv, xs_s, xs_pfree = XSet("aic", X_KV), XSet("aic", X_S), XSet("aic", X_PFREE)
     gather_chunks = plan.gather_chunks
+    vv: list = []             # the step being built: its vector and MTE3 records, and the
+    m3: list = []             # slots of its GM writes in m3: (position, bytes, what, label)
+    holes: list = []
 
-    def drain_in(final_item):
+    def drain_in(final):
         """Consume one O drain: scale-and-add each fragment into the O accumulator; at an
-        item's end normalize, cast to bf16 and store it to GM, fragment by fragment (the 2
+        item's end (``final``) normalize, cast to bf16 and store it to GM, fragment by fragment (the 2
         output-fragment buffers, facts 3.4). The first rescale drain of an item only scales,
         later ones also add; the final VF adds the accumulator only if a rescale drain left
         one (S2 o_block_idx: add_and_scale_o_vf<true, o_block_idx != 0>,
@@ -423,29 +433,106 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         nonlocal stores_pending, o_blocks
         e = rows * plan.frag_cols
         for f in range(plan.fragments):
-            vec.append(xw_frag)
+            vv.append(xw_frag)
             if stores_pending:
-                vec.append(w_mte3_v_1)
+                vv.append(w_mte3_v_1)
                 stores_pending -= 1
-            if final_item is None:
-                vec.extend(vf.scale_o(rows, plan.frag_cols, o_blocks > 0))
-                vec.append(xs_fragfree)
+            if not final:
+                vv.extend(vf.scale_o(rows, plan.frag_cols, o_blocks > 0))
+                vv.append(xs_fragfree)
                 continue
-            vec.extend(vf.final_output(rows, plan.frag_cols, o_blocks > 0))
-            vec.append(xs_fragfree)
-            vec.append(s_v_mte3_2)
-            mte3.append(w_v_mte3_2)
-            mte3.append(isa.Copy("ub_to_gm", e * 2, ("o", final_item, v, f), label="O -> GM"))
-            mte3.append(s_mte3_v_1)
-        if final_item is None:
+            vv.extend(vf.final_output(rows, plan.frag_cols, o_blocks > 0))
+            vv.append(xs_fragfree)
+            vv.append(s_v_mte3_2)
+            m3.append(w_v_mte3_2)
+            holes.append((len(m3), e * 2, ("o", f), "O -> GM"))     # ("o", item, v, f)
+            m3.append(None)
+            m3.append(s_mte3_v_1)
+        if not final:
             o_blocks += 1
         else:
             stores_pending = plan.fragments
 
+    def build(w2, cnt, nb, sb, dr):
+        """A step's vector and MTE3 records (``key`` below)."""
+        nonlocal converted, o_blocks
+        preproc = []          # V work of block gb's indices, issued after softmax (S2 order)
+        if cnt is not None:
+            # S2 run_process_index: once per group of 640 indices of one cache
+            preproc.append(Wait("mte2", "v", 1))
+            preproc.extend(vf.process_index(p.mode, cnt))
+            preproc.append(Set("v", "mte2", 1))
+        if w2:
+            vv.append(w_mte2_v_2)
+        if g_lead <= a_lead:
+            # the gather lead is the ND2NZ lead (few UB buffers, e.g. 1C1V): block gb's
+            # ND2NZ comes this step and needs its gather, so the preprocessing goes first
+            vv.extend(preproc)
+            preproc = []
+        if nb is not None:
+            stage_reused, dtype, sizes = nb
+            if stage_reused:
+                m3.append(xw_kvfree)
+            for t in sizes:
+                vv.append(w_mte2_v_0)
+                if converted >= 1:
+                    vv.append(w_mte3_v_0)
+                if dtype == "bf16":
+                    vv.extend(vf.nd2nz(t))
+                else:
+                    vv.extend(vf.dequant(dtype, t, ub_row(dtype)))
+                vv.append(s_v_mte2_0)
+                vv.append(s_v_mte3_0)
+                converted += 1
+                m3.append(w_v_mte3_0)
+                rec = kv_to_l1.get(t)
+                if rec is None:
+                    rec = kv_to_l1[t] = Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1")
+                m3.append(rec)
+                m3.append(s_mte3_v_0)
+                m3.append(xs_kv)
+        if sb is not None:
+            t, first, later, last = sb
+            vv.append(xw_p)
+            vv.extend(vf.softmax(rows, t, first))
+            vv.append(s_v_mte3_1)
+            m3.append(w_v_mte3_1)
+            if later:
+                m3.append(xw_sfree)
+            rec = s_to_l1.get(t)
+            if rec is None:
+                rec = s_to_l1[t] = Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1")
+            m3.append(rec)
+            m3.append(xs_s)
+            m3.append(xs_pfree)
+            if last:
+                # the item's last softmax: its LSE and 1 / row sum, written out (prefill also
+                # writes the max logits) right after it (S2 run_softmax, last block)
+                vv.extend(vf.final_lse(p.sinks))
+                vv.append(Set("v", "mte3", 3))
+                m3.append(Wait("v", "mte3", 3))
+                for what in (("lse",) if p.mode == "decode" else ("lse", "max_logits")):
+                    holes.append((len(m3), rows * STAT_BYTES, (what,), f"{what} -> GM"))
+                    m3.append(None)                                   # (what, item, v)
+        # index preprocessing (j+g_lead) after softmax (j+1), as S2's step issues them
+        vv.extend(preproc)
+        # O scale (j) after softmax (j+1) (facts 3.4; S2 run_scale_o): a rescale drain before
+        # O[j], then, if block j ends its item, the item's final O
+        if dr is not None:
+            first, rescale, final = dr
+            if first:
+                o_blocks = 0
+            if rescale:
+                drain_in(False)
+            if final:
+                drain_in(True)
+
+    steps: dict = {}          # key -> (vector records, MTE3 records, holes, state after)
+    placed_v, placed_m3 = {}, {}
     for j in range(-g_lead, n):
         gb = j + g_lead
-        preproc = []          # V work of block gb's indices, issued after softmax (S2 order)
-        if 0 <= gb < n:
+        w2, cnt = prev_dispatch, None
+        if gb < n:
             blk = blocks[gb]
             mine = chunks[gb]
             if blk.index_group >= 0:
@@ -455,9 +542,6 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 mte2.append(isa.Copy("gm_to_ub", cnt * INDEX_BYTES,
                                      ("idx", blk.item, blk.cache, blk.index_group), label="indices"))
                 mte2.append(Set("mte2", "v", 1))
-                preproc.append(Wait("mte2", "v", 1))
-                preproc.extend(vf.process_index(p.mode, cnt))
-                preproc.append(Set("v", "mte2", 1))
                 mte2.append(Wait("v", "mte2", 1))
             row = KV_ROW_BYTES[blk.dtype]
             ndesc = sum(len(c[1]) for c in mine)
@@ -485,73 +569,37 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 desc += len(keys)
                 mte2.append(s_mte2_v_0)
                 gathered += 1
-            if prev_dispatch:
-                vec.append(w_mte2_v_2)
             prev_dispatch = stall_at > 0
-            if g_lead <= a_lead:
-                # the gather lead is the ND2NZ lead (few UB buffers, e.g. 1C1V): block gb's
-                # ND2NZ comes this step and needs its gather, so the preprocessing goes first
-                vec.extend(preproc)
-                preproc = []
-        elif prev_dispatch:
-            vec.append(w_mte2_v_2)
+        else:
             prev_dispatch = False
         nb = j + a_lead
+        nbk = None
         if 0 <= nb < n:
             blk = blocks[nb]
-            if nb >= plan.kv_l1_stages:
-                mte3.append(xw_kvfree)
-            for toks, _ in chunks[nb]:
-                t = len(toks)
-                vec.append(w_mte2_v_0)
-                if converted >= 1:
-                    vec.append(w_mte3_v_0)
-                if blk.dtype == "bf16":
-                    vec.extend(vf.nd2nz(t))
-                else:
-                    vec.extend(vf.dequant(blk.dtype, t, ub_row(blk.dtype)))
-                vec.append(s_v_mte2_0)
-                vec.append(s_v_mte3_0)
-                converted += 1
-                mte3.append(w_v_mte3_0)
-                rec = kv_to_l1.get(t)
-                if rec is None:
-                    rec = kv_to_l1[t] = Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1")
-                mte3.append(rec)
-                mte3.append(s_mte3_v_0)
-                mte3.append(xs_kv)
+            nbk = (nb >= plan.kv_l1_stages, blk.dtype, tuple(len(toks) for toks, _ in chunks[nb]))
         sb = j + 1
+        sbk = None
         if 0 <= sb < n:
             blk = blocks[sb]
-            t = len(blk.tokens)
-            vec.append(xw_p)
-            vec.extend(vf.softmax(rows, t, blk.first))
-            vec.append(s_v_mte3_1)
-            mte3.append(w_v_mte3_1)
-            if sb >= 1:
-                mte3.append(xw_sfree)
-            rec = s_to_l1.get(t)
-            if rec is None:
-                rec = s_to_l1[t] = Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1")
-            mte3.append(rec)
-            mte3.append(xs_s)
-            mte3.append(xs_pfree)
-            if sb + 1 == n or blocks[sb + 1].first:
-                # the item's last softmax: its LSE and 1 / row sum, written out (prefill also
-                # writes the max logits) right after it (S2 run_softmax, last block)
-                vec.extend(vf.final_lse(p.sinks))
-                vec.append(Set("v", "mte3", 3))
-                mte3.append(Wait("v", "mte3", 3))
-                for what in (("lse",) if p.mode == "decode" else ("lse", "max_logits")):
-                    mte3.append(isa.Copy("ub_to_gm", rows * STAT_BYTES, (what, blk.item, v),
-                                         label=f"{what} -> GM"))
-        # index preprocessing (j+g_lead) after softmax (j+1), as S2's step issues them
-        vec.extend(preproc)
-        # O scale (j) after softmax (j+1) (facts 3.4; S2 run_scale_o): a rescale drain before
-        # O[j], then, if block j ends its item, the item's final O
-        if 0 <= j < n and blocks[j].first:
-            o_blocks = 0
-        if 0 <= j < n and drain[j] and not blocks[j].first:
-            drain_in(None)
-        if 0 <= j < n and (j + 1 == n or blocks[j + 1].first):
-            drain_in(blocks[j].item)
+            sbk = (len(blk.tokens), blk.first, sb >= 1, sb + 1 == n or blocks[sb + 1].first)
+        drk = None
+        if 0 <= j < n:
+            drk = (blocks[j].first, drain[j] and not blocks[j].first, j + 1 == n or blocks[j + 1].first)
+        key = (w2, cnt, nbk, sbk, drk, converted >= 1, stores_pending, o_blocks > 0)
+        step = steps.get(key)
+        if step is None:
+            vv, m3, holes = [], [], []
+            build(w2, cnt, nbk, sbk, drk)
+            step = steps[key] = (vv, m3, holes, (converted, stores_pending, o_blocks))
+        else:
+            converted = max(converted, step[3][0])      # (only >= 1 matters: counted on)
+            stores_pending, o_blocks = step[3][1], step[3][2]
+        prog.place(unit, "v", step[0], placed_v, key)
+        if not step[2]:
+            prog.place(unit, "mte3", step[1], placed_m3, key)
+        else:
+            seq = list(step[1])
+            for at, size, what, label in step[2]:
+                item = blocks[sb].item if len(what) == 1 else blocks[j].item
+                seq[at] = isa.Copy("ub_to_gm", size, (what[0], item, v) + what[1:], label=label)
+            mte3.extend(seq)
