@@ -30,8 +30,12 @@ vector work waits for that (an mte2->v flag set after that descriptor). gather2
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+from collections import deque
 from dataclasses import dataclass
+
+import numpy as np
 
 from simnode.instr import isa
 from simnode.instr.schedule import BufferUse
@@ -64,8 +68,6 @@ Vec, Mmad, Scal = _memo(isa.VecOp), _memo(isa.Mmad), _memo(isa.Scalar)
 Copy, Fix = _memo(isa.Copy), _memo(isa.Fixpipe)
 
 
-#: (row bytes, L2 hint, cache, sequence) -> {tokens of one descriptor: its gather record}
-_GATHERS: dict = {}
 #: (cache, sequence) -> {token: its KV row's GM region key}: one key object per row, shared by
 #: every gather of it (less memory, and the L2 model finds the same object again)
 _ROW_KEYS: dict = {}
@@ -73,7 +75,7 @@ _ROW_KEYS: dict = {}
 
 def _copy_slots():
     """The slot setters of ``isa.Copy`` in field order, if its fields are the ones
-    ``_new_copy`` fills; else None (then ``isa.Copy`` itself builds the gathers)."""
+    ``_new_copies`` fills; else None (then ``isa.Copy`` itself builds the gathers)."""
     names = tuple(f.name for f in dataclasses.fields(isa.Copy))
     if names != ("path", "size_bytes", "gm_key", "l2_hint", "label", "regions"):
         return None
@@ -84,44 +86,38 @@ _SLOTS = _copy_slots()
 _NEW = object.__new__
 
 
-def _new_copy(path, size, gm_key, hint, label, regions=()) -> isa.Copy:
-    """``isa.Copy(path, size, gm_key, hint, label, regions)``, made by filling a new record's
-    slots: the frozen dataclass's ``__init__`` without its six ``object.__setattr__`` calls,
-    ~2x faster. Gathers are the most numerous new records of a prefill (~700 k at n_q 4096);
+def _new_copies(n: int, fields: tuple) -> list:
+    """``n`` records ``isa.Copy(*fields)``, a field given as a list giving each record its own
+    value. Made by filling new records' slots, a field at a time for all of them (C-level
+    maps): the frozen dataclass's ``__init__`` without its six ``object.__setattr__`` calls.
+    Gathers are the most numerous new records of a prefill (~315 k at n_q 4096);
     tests/kernels/test_sparse_mla.py checks the records equal ``isa.Copy``'s own."""
+    cols = [f if type(f) is list else itertools.repeat(f, n) for f in fields]
     if _SLOTS is None:
-        return isa.Copy(path, size, gm_key, hint, label, regions)
-    rec = _NEW(isa.Copy)
-    s_path, s_size, s_key, s_hint, s_label, s_regions = _SLOTS
-    s_path(rec, path)
-    s_size(rec, size)
-    s_key(rec, gm_key)
-    s_hint(rec, hint)
-    s_label(rec, label)
-    s_regions(rec, regions)
-    return rec
+        return list(map(isa.Copy, *cols))
+    recs = list(map(_NEW, itertools.repeat(isa.Copy, n)))
+    for setter, col in zip(_SLOTS, cols):
+        deque(map(setter, recs, col), maxlen=0)
+    return recs
 
 
-
-def _gather(row: int, hint: str, cache: str, seq: int, toks: tuple) -> isa.Copy:
-    """The KV gather of ``toks`` (one token, or two in one gather2 descriptor)."""
+def _gathers(row: int, hint: str, cache: str, seq: int, firsts: list, seconds: list | None) -> list:
+    """The KV gathers of one token each (``seconds`` None) or of a pair of tokens each
+    (``firsts[i]``, ``seconds[i]``), of rows of ``row`` bytes of cache ``cache`` of sequence
+    ``seq``."""
     rows = _ROW_KEYS.get((cache, seq))
     if rows is None:
         rows = _ROW_KEYS[(cache, seq)] = {}
-    try:
-        keys = tuple(map(rows.__getitem__, toks))   # the rows' keys exist (the usual case)
-    except KeyError:
-        for tok in toks:
-            if tok not in rows:
-                rows[tok] = ("kv", cache, seq, tok)
-        keys = tuple(map(rows.__getitem__, toks))
+    for tok in set(firsts).union(seconds or ()):
+        if tok not in rows:
+            rows[tok] = ("kv", cache, seq, tok)
+    keys = list(map(rows.__getitem__, firsts))
+    if seconds is None:
+        return _new_copies(len(keys), ("gm_to_ub", row, keys, hint, "KV gather", ()))
     # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token distance) whose
     # two rows each hit or miss in L2 on their own
-    # (built directly: the caller's ``_GATHERS`` holds one record per (row, hint, cache,
-    # sequence, tokens), which fixes every field, so the ``Copy`` memo would add nothing)
-    if len(keys) == 1:
-        return _new_copy("gm_to_ub", row, keys[0], hint, "KV gather")
-    return _new_copy("gm_to_ub", row * len(keys), None, hint, "KV gather2", keys)
+    regions = list(zip(keys, map(rows.__getitem__, seconds)))
+    return _new_copies(len(keys), ("gm_to_ub", row * 2, None, hint, "KV gather2", regions))
 
 
 def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
@@ -130,16 +126,68 @@ def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
     return [(i, i % plan.n_aiv, t[i * c:(i + 1) * c]) for i in range(math.ceil(len(t) / c))]
 
 
-def _descriptors(blocks: list, plan: Plan, per_desc: int) -> list[list[list]]:
-    """Per AIV, per block: its chunks as (tokens, the tokens of each gather descriptor), built
-    once per block for the AIC and both AIVs (``_chunks``)."""
-    out = [[] for _ in range(plan.n_aiv)]
-    for blk in blocks:
-        per_aiv = [[] for _ in range(plan.n_aiv)]
-        for _, v, toks in _chunks(blk, plan):
-            per_aiv[v].append((toks, [toks[i:i + per_desc] for i in range(0, len(toks), per_desc)]))
-        for v in range(plan.n_aiv):
-            out[v].append(per_aiv[v])
+def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
+    """Per core (``per_core``: its blocks), per AIV, per block: that AIV's chunks of the block
+    as (tokens, its KV gather records, one per MTE2 descriptor).
+
+    One record per (row bytes, L2 hint, cache, sequence, tokens of the descriptor), shared by
+    every query and core that gathers the same tokens. The descriptors of every block are
+    found at once: blocks of one cache and length have their descriptors at the same token
+    positions, so each such group is a token matrix whose descriptors are coded as integers,
+    made unique (numpy) and turned into records once, in code order; a chunk's records are
+    then a slice of its block's row (no dict lookup per descriptor)."""
+    per_desc = 2 if p.gather2 else 1
+    c = plan.chunk_tokens
+    rows = [[[] for _ in blocks] for blocks in per_core]        # per core, per block: chunks
+    groups: dict = {}                     # (cache, row bytes, tokens) -> [(core, index, block)]
+    top = 1
+    for ci, blocks in enumerate(per_core):
+        for bi, blk in enumerate(blocks):
+            groups.setdefault((blk.cache, KV_ROW_BYTES[blk.dtype], len(blk.tokens)), []).append(
+                (ci, bi, blk))
+            if blk.tokens:
+                top = max(top, blk.tokens[-1] + 1)
+    m = top + 1                           # code base; token m - 1: no second token
+    by_space: dict = {}                   # (cache, row bytes) -> [(group members, layout, codes)]
+    for (cache, row, t), members in groups.items():
+        # the block's chunks (``_chunks``) and each chunk's descriptors: (start, tokens)
+        layout, starts, lens = [], [], []
+        for i in range(math.ceil(t / c)):
+            c0, c1 = i * c, min((i + 1) * c, t)
+            d0 = len(starts)
+            for s in range(c0, c1, per_desc):
+                starts.append(s)
+                lens.append(min(per_desc, c1 - s))
+            layout.append((i % plan.n_aiv, c1 - c0, d0, len(starts)))
+        toks = np.fromiter(itertools.chain.from_iterable(blk.tokens for _, _, blk in members),
+                           dtype=np.int64, count=len(members) * t).reshape(len(members), t)
+        seqs = np.array([blk.seq for _, _, blk in members], dtype=np.int64)[:, None]
+        st = np.array(starts, dtype=np.int64)
+        second = np.where(np.array(lens) == 2, toks[:, np.minimum(st + 1, t - 1)], m - 1)
+        codes = (seqs * m + toks[:, st]) * m + second
+        by_space.setdefault((cache, row), []).append((members, layout, codes))
+    for (cache, row), parts in by_space.items():
+        uniq, inv = np.unique(np.concatenate([x[2].ravel() for x in parts]), return_inverse=True)
+        recs = np.empty(len(uniq), dtype=object)
+        seqs, firsts, seconds = uniq // (m * m), uniq // m % m, uniq % m
+        bounds = [0, *(np.flatnonzero(np.diff(seqs)) + 1).tolist(), len(uniq)]
+        for lo, hi in zip(bounds, bounds[1:]):          # one sequence's gathers (uniq is sorted)
+            one = seconds[lo:hi] == m - 1
+            for idx, single in ((np.flatnonzero(one) + lo, True), (np.flatnonzero(~one) + lo, False)):
+                if len(idx):
+                    recs[idx] = _gathers(row, kv_hint, cache, int(seqs[lo]), firsts[idx].tolist(),
+                                         None if single else seconds[idx].tolist())
+        at = 0
+        for members, layout, codes in parts:
+            occ = recs[inv[at:at + codes.size]].reshape(codes.shape).tolist()
+            at += codes.size
+            for (ci, bi, _), row_recs in zip(members, occ):
+                rows[ci][bi] = [(v, n, row_recs[d0:d1]) for v, n, d0, d1 in layout]
+    out = []
+    for blocks_rows in rows:
+        per_aiv = [[[(n, r) for v, n, r in chunks if v == a] for chunks in blocks_rows]
+                   for a in range(plan.n_aiv)]
+        out.append(per_aiv)
     return out
 
 
@@ -154,10 +202,12 @@ def leads(p, plan: Plan) -> tuple[int, int]:
 
 
 def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
-                 kv_hint: str = "normal") -> None:
-    """Fill ``prog`` with one core's records; ``kv_hint`` is the L2 hint of the KV gathers."""
+                 kv_hint: str = "normal", chunks: list | None = None) -> None:
+    """Fill ``prog`` with one core's records; ``kv_hint`` is the L2 hint of the KV gathers;
+    ``chunks``: this core's part of ``gather_chunks`` (made here if None)."""
     a_lead, g_lead = leads(p, plan)
-    chunks = _descriptors(blocks, plan, 2 if p.gather2 else 1)
+    if chunks is None:
+        chunks = gather_chunks(p, plan, [blocks], kv_hint)[0]
     _aic(prog, p, plan, blocks, drain)
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):
@@ -543,30 +593,20 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                                      ("idx", blk.item, blk.cache, blk.index_group), label="indices"))
                 mte2.append(Set("mte2", "v", 1))
                 mte2.append(Wait("v", "mte2", 1))
-            row = KV_ROW_BYTES[blk.dtype]
             ndesc = sum(len(c[1]) for c in mine)
             stall_at = ndesc - limit      # descriptor after which dispatch may go on
             desc = 0
-            # the block's gather records by their tokens (a fast front of the Copy memo)
-            recs = _GATHERS.get((row, kv_hint, blk.cache, blk.seq))
-            if recs is None:
-                recs = _GATHERS[(row, kv_hint, blk.cache, blk.seq)] = {}
-            for _, keys in mine:
+            for _, recs_of in mine:
                 if gathered >= gather_chunks:
                     mte2.append(w_v_mte2_0)
-                recs_of = list(map(recs.get, keys))
-                if not all(recs_of):
-                    for x, key in enumerate(keys):
-                        if recs_of[x] is None:
-                            rec = recs.get(key)     # (a key twice in the chunk: made once)
-                            if rec is None:
-                                rec = recs[key] = _gather(row, kv_hint, blk.cache, blk.seq, key)
-                            recs_of[x] = rec
-                if desc < stall_at <= desc + len(keys):
+                if desc < stall_at <= desc + len(recs_of):
                     # dispatch goes on once descriptor ``stall_at`` has completed
-                    recs_of.insert(stall_at - desc, s_mte2_v_2)
-                mte2.extend(recs_of)
-                desc += len(keys)
+                    mte2.extend(recs_of[:stall_at - desc])
+                    mte2.append(s_mte2_v_2)
+                    mte2.extend(recs_of[stall_at - desc:])
+                else:
+                    mte2.extend(recs_of)
+                desc += len(recs_of)
                 mte2.append(s_mte2_v_0)
                 gathered += 1
             prev_dispatch = stall_at > 0
@@ -576,7 +616,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         nbk = None
         if 0 <= nb < n:
             blk = blocks[nb]
-            nbk = (nb >= plan.kv_l1_stages, blk.dtype, tuple(len(toks) for toks, _ in chunks[nb]))
+            nbk = (nb >= plan.kv_l1_stages, blk.dtype, tuple(n for n, _ in chunks[nb]))
         sb = j + 1
         sbk = None
         if 0 <= sb < n:
