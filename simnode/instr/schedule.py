@@ -60,6 +60,22 @@ class CoreProgram:
             self.repeats.setdefault((unit, pipe), []).append((start, len(seq), src))
         instrs.extend(seq)
 
+    def placer(self, unit: str, pipe: str):
+        """``place`` for one pipe, with its list, its notes and its ``placed`` looked up once: a
+        function (seq, key) for a generator placing thousands of runs there."""
+        instrs = self.pipe(unit, pipe)
+        placed: dict = {}
+        extend, where = instrs.extend, placed.get
+
+        def place(seq: list, key) -> None:
+            src = where(key)
+            if src is None:
+                placed[key] = len(instrs)
+            elif seq:
+                self.repeats.setdefault((unit, pipe), []).append((len(instrs), len(seq), src))
+            extend(seq)
+        return place
+
     def num_instructions(self) -> int:
         return sum(len(v) for v in self.pipes.values())
 

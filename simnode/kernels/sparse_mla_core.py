@@ -338,7 +338,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         m1.extend(xs_kvfree)
 
     steps: dict = {}                      # step key -> (MTE1 records, cube records, L0 units)
-    placed_m1, placed_cb = {}, {}
+    place_m1, place_cb = prog.placer("aic", "mte1"), prog.placer("aic", "m")
     for g in range(n + 1):
         pk = ok = None
         if g < n:
@@ -368,8 +368,8 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             step = steps[key] = (m1, cb, u - u0)
         else:
             u += step[2]
-        prog.place("aic", "mte1", step[0], placed_m1, key)
-        prog.place("aic", "m", step[1], placed_cb, key)
+        place_m1(step[0], key)
+        place_cb(step[1], key)
 
     frags = 0
     per_tile = L0_TILE // plan.frag_cols
@@ -396,7 +396,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     # then, if g-1 ends an item, that item's O; then P[g+1]. Fragments past the 2 UB buffers
     # wait for the AIVs, which take them after softmax(g) (facts 3.4 vector order).
     fsteps: dict = {}                     # step key -> (FixPipe records, fragments)
-    placed_fix: dict = {}
+    place_fix = prog.placer("aic", "fix")
     for g in range(n + 1):
         key = (len(blocks[g].tokens) if g < n else None, g >= 1,
                g >= 1 and drain[g - 1] and not blocks[g - 1].first,
@@ -419,7 +419,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             step = fsteps[key] = (fx, frags - f0)
         else:
             frags += step[1]
-        prog.place("aic", "fix", step[0], placed_fix, key)
+        place_fix(step[0], key)
 
 
 class _Tokens:
@@ -578,7 +578,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 drain_in(True)
 
     steps: dict = {}          # key -> (vector records, MTE3 records, holes, state after)
-    placed_v, placed_m3 = {}, {}
+    place_v, place_m3 = prog.placer(unit, "v"), prog.placer(unit, "mte3")
     for j in range(-g_lead, n):
         gb = j + g_lead
         w2, cnt = prev_dispatch, None
@@ -634,9 +634,9 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         else:
             converted = max(converted, step[3][0])      # (only >= 1 matters: counted on)
             stores_pending, o_blocks = step[3][1], step[3][2]
-        prog.place(unit, "v", step[0], placed_v, key)
+        place_v(step[0], key)
         if not step[2]:
-            prog.place(unit, "mte3", step[1], placed_m3, key)
+            place_m3(step[1], key)
         else:
             seq = list(step[1])
             for at, size, what, label in step[2]:
