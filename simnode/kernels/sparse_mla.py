@@ -183,7 +183,7 @@ def select_tokens(p: SparseMlaParams) -> dict:
     out = {}
     for q in range(num_queries(p)):
         for name, k, n, _ in _caches(p):
-            out[(q, name)] = tuple(sorted(rng.choice(n, k, replace=False).tolist()))
+            out[(q, name)] = tuple(np.sort(rng.choice(n, k, replace=False)).tolist())
     return out
 
 
