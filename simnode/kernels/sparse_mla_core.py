@@ -140,14 +140,15 @@ def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
     c = plan.chunk_tokens
     rows = [[[] for _ in blocks] for blocks in per_core]        # per core, per block: chunks
     groups: dict = {}                     # (cache, row bytes, tokens) -> [(core, index, block)]
-    top = 1
     for ci, blocks in enumerate(per_core):
         for bi, blk in enumerate(blocks):
             groups.setdefault((blk.cache, KV_ROW_BYTES[blk.dtype], len(blk.tokens)), []).append(
                 (ci, bi, blk))
-            if blk.tokens:
-                top = max(top, blk.tokens[-1] + 1)
-    m = top + 1                           # code base; token m - 1: no second token
+    mats = {key: np.fromiter(itertools.chain.from_iterable(blk.tokens for _, _, blk in members),
+                             dtype=np.int64, count=len(members) * key[2]).reshape(len(members), key[2])
+            for key, members in groups.items()}
+    # code base: above every token (whatever their order in a block); token m - 1: no second
+    m = max((int(x.max()) for x in mats.values() if x.size), default=0) + 2
     by_space: dict = {}                   # (cache, row bytes) -> [(group members, layout, codes)]
     for (cache, row, t), members in groups.items():
         # the block's chunks (``_chunks``) and each chunk's descriptors: (start, tokens)
@@ -159,8 +160,7 @@ def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
                 starts.append(s)
                 lens.append(min(per_desc, c1 - s))
             layout.append((i % plan.n_aiv, c1 - c0, d0, len(starts)))
-        toks = np.fromiter(itertools.chain.from_iterable(blk.tokens for _, _, blk in members),
-                           dtype=np.int64, count=len(members) * t).reshape(len(members), t)
+        toks = mats[(cache, row, t)]
         seqs = np.array([blk.seq for _, _, blk in members], dtype=np.int64)[:, None]
         st = np.array(starts, dtype=np.int64)
         second = np.where(np.array(lens) == 2, toks[:, np.minimum(st + 1, t - 1)], m - 1)
