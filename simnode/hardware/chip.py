@@ -505,7 +505,9 @@ class ChipSim:
         (WAIT, flag, setter), (SET, flag), (TIME, dur, lat) for work that touches nothing
         shared, (COPY, ins, path, size), (BARRIER,). A TIME op moves the pipe's clock by
         ``dur`` and its latest completion to at least clock + ``lat``. ``runs``: the pipe's
-        runs of records that repeat earlier ones (``repeat_runs``), whose ops are copied."""
+        runs of records that repeat earlier ones (``repeat_runs``), whose ops are copied.
+        An MTE2 pipe's copies are not among ``distinct``: their ops are made occurrence by
+        occurrence (``resolve``)."""
         core, unit = p.core, p.unit
         traced = p.tid is not None
         local = cache.setdefault((core, unit, p.pipe, p.cyc, traced), {})
@@ -515,9 +517,7 @@ class ChipSim:
             if key in local:
                 continue
             typ = type(ins)
-            if typ is Copy and on_mte2:         # the most numerous distinct records: gathers
-                op = (_COPY, ins, paths[ins.path], ins.size_bytes)
-            elif typ is isa.Mmad or typ is isa.VecOp or typ is isa.Scalar or typ is isa.Delay or (
+            if typ is isa.Mmad or typ is isa.VecOp or typ is isa.Scalar or typ is isa.Delay or (
                     (typ is Copy or typ is isa.Fixpipe) and not on_mte2
                     and not paths[ins.path].gm):
                 op = self._time_op(ins, typ, p.cyc, traced)
@@ -537,16 +537,25 @@ class ChipSim:
                 raise ScheduleError(f"{p.name}: cannot execute {ins!r}.")
             local[key] = op
         get, instrs = local.__getitem__, p.instrs
+        if on_mte2:
+            # its copies (not among ``distinct``: ``KernelSchedule.check``) are GM copies, whose
+            # ops (COPY, ins, path, size) are made occurrence by occurrence by C-level maps
+            def resolve(seg):           # (one pass, one look at each record)
+                return [(_COPY, ins, paths[ins.path], ins.size_bytes) if type(ins) is Copy
+                        else get(id(ins)) for ins in seg]
+        else:
+            def resolve(seg):
+                return list(map(get, map(id, seg)))
         if not runs:
-            return list(map(get, map(id, instrs)))
+            return resolve(instrs)
         # a run that repeats earlier records (``CoreProgram.repeats``, checked) repeats their ops
         ops, pos = [], 0
         for start, length, src in runs:
             if start > pos:
-                ops.extend(map(get, map(id, instrs[pos:start])))
+                ops.extend(resolve(instrs[pos:start]))
             ops.extend(ops[src:src + length])
             pos = start + length
-        ops.extend(map(get, map(id, instrs[pos:])))
+        ops.extend(resolve(instrs[pos:]))
         return ops
 
     def _flag(self, key) -> "_Flag":

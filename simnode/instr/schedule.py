@@ -10,6 +10,7 @@ schedule into plain dicts (for files); ``format_core`` prints one core's program
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -59,6 +60,22 @@ class CoreProgram:
             self.repeats.setdefault((unit, pipe), []).append((start, len(seq), src))
         instrs.extend(seq)
 
+    def placer(self, unit: str, pipe: str):
+        """``place`` for one pipe, with its list, its notes and its ``placed`` looked up once: a
+        function (seq, key) for a generator placing thousands of runs there."""
+        instrs = self.pipe(unit, pipe)
+        placed: dict = {}
+        extend, where = instrs.extend, placed.get
+
+        def place(seq: list, key) -> None:
+            src = where(key)
+            if src is None:
+                placed[key] = len(instrs)
+            elif seq:
+                self.repeats.setdefault((unit, pipe), []).append((len(instrs), len(seq), src))
+            extend(seq)
+        return place
+
     def num_instructions(self) -> int:
         return sum(len(v) for v in self.pipes.values())
 
@@ -77,7 +94,8 @@ class KernelSchedule:
         """Raise ScheduleError for anything the hardware cannot run. ``distinct``, if given,
         receives id(a pipe's instruction list) -> its distinct records (by identity, in order
         of first use): what the check went through, for a caller that resolves each once;
-        ``runs`` the same pipe's repeats that hold (``repeat_runs``)."""
+        on an MTE2 pipe, its records other than copies (checked by their path and size); ``runs`` the same
+        pipe's repeats that hold (``repeat_runs``)."""
         if len(self.cores) > chip.num_ai_cores:
             raise ScheduleError(f"schedule '{self.name}' uses {len(self.cores)} AI cores; "
                                 f"chip '{chip.name}' has {chip.num_ai_cores}.")
@@ -95,16 +113,25 @@ class KernelSchedule:
                 # (a run noted as a repeat holds only records seen before it: skipped)
                 kind = isa.unit_kind(unit)
                 rep = repeat_runs(instrs, prog.repeats.get((unit, pipe), ())) if prog.repeats else []
-                if rep:
-                    seen: dict = {}
-                    for a, b in fresh_spans(rep, len(instrs)):
-                        seg = instrs[a:b]
-                        seen.update(zip(map(id, seg), seg))
+                fresh = instrs if not rep else list(itertools.chain.from_iterable(
+                    instrs[a:b] for a, b in fresh_spans(rep, len(instrs))))
+                if pipe == "mte2":
+                    # a copy's check reads its path and size only: each (path, size) is checked
+                    # once (a pipe's KV gathers are thousands of distinct records of a few
+                    # sizes), after the pipe's other records; one pass, one look at each record
+                    seen, classes, Copy = {}, set(), isa.Copy
+                    for ins in fresh:
+                        if type(ins) is Copy:
+                            classes.add((ins.path, ins.size_bytes))
+                        else:
+                            seen[id(ins)] = ins
                     once = list(seen.values())
                 else:
-                    once = list(dict(zip(map(id, instrs), instrs)).values())
+                    once, classes = list(dict(zip(map(id, fresh), fresh)).values()), ()
                 for ins in once:
                     self._check_instr(prog.core, unit, pipe, ins, chip, units, kind)
+                for path, size in sorted(classes, key=repr):
+                    self._check_copy(prog.core, unit, pipe, path, size, kind)
                 if distinct is not None:
                     distinct[id(instrs)] = once
                 if runs is not None:
@@ -135,16 +162,10 @@ class KernelSchedule:
     def _check_instr(self, core, unit, pipe, ins, chip, units, unit_kind) -> None:
         at = self._where      # the errors' prefix, built only for an error: this runs per record
         t = type(ins)
-        if t is isa.Copy or t is isa.Fixpipe:
-            path = ins.path
-            if path not in isa.PATH_PIPE:
-                raise ScheduleError(f"{at(core, unit, pipe)}: unknown copy path '{path}'.")
-            kind, want = isa.PATH_PIPE[path]
-            if kind != unit_kind or want != pipe:
-                raise ScheduleError(f"{at(core, unit, pipe)}: path '{path}' is issued by the {kind} "
-                                    f"{want} pipe, not {unit}.{pipe}.")
-            if t is isa.Copy and ins.size_bytes <= 0:
-                raise ScheduleError(f"{at(core, unit, pipe)}: copy of {ins.size_bytes} B; expected > 0.")
+        if t is isa.Copy:
+            self._check_copy(core, unit, pipe, ins.path, ins.size_bytes, unit_kind)
+        elif t is isa.Fixpipe:
+            self._check_copy(core, unit, pipe, ins.path, None, unit_kind)
         elif t is isa.VecOp:
             if ins.op_class != "fp4_decode" and ins.op_class not in chip.vector.ops_per_cycle:
                 raise ScheduleError(f"{at(core, unit, pipe)}: vector op class '{ins.op_class}' unknown (classes: "
@@ -174,6 +195,17 @@ class KernelSchedule:
                                     f"{chip.sync.cross_core_flags - 1}.")
         elif t not in isa.INSTRUCTION_TYPES:
             raise ScheduleError(f"{at(core, unit, pipe)}: unknown instruction {ins!r}.")
+
+    def _check_copy(self, core, unit, pipe, path, size, unit_kind) -> None:
+        """A copy along ``path`` of ``size`` bytes (None: a FixPipe's, sized by its tile)."""
+        if path not in isa.PATH_PIPE:
+            raise ScheduleError(f"{self._where(core, unit, pipe)}: unknown copy path '{path}'.")
+        kind, want = isa.PATH_PIPE[path]
+        if kind != unit_kind or want != pipe:
+            raise ScheduleError(f"{self._where(core, unit, pipe)}: path '{path}' is issued by the "
+                                f"{kind} {want} pipe, not {unit}.{pipe}.")
+        if size is not None and size <= 0:
+            raise ScheduleError(f"{self._where(core, unit, pipe)}: copy of {size} B; expected > 0.")
 
     def _where(self, core, unit, pipe) -> str:
         return f"schedule '{self.name}' core {core} {unit}.{pipe}"

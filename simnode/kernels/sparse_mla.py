@@ -183,7 +183,7 @@ def select_tokens(p: SparseMlaParams) -> dict:
     out = {}
     for q in range(num_queries(p)):
         for name, k, n, _ in _caches(p):
-            out[(q, name)] = tuple(sorted(rng.choice(n, k, replace=False).tolist()))
+            out[(q, name)] = tuple(np.sort(rng.choice(n, k, replace=False)).tolist())
     return out
 
 
@@ -233,12 +233,13 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
         for hb in range(head_blocks):
             item = q * head_blocks + hb
             per_core[item % ncores].extend(item_blocks(p, item, q, sel))
+    chunks = core.gather_chunks(p, plan, per_core, hint)     # every core's KV gathers at once
     cores = []
     for c, blocks in enumerate(per_core):
         if not blocks:
             continue
         prog = CoreProgram(c)
-        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint)
+        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint, chunks[c])
         prog.buffers = buffer_plan(p, plan)
         cores.append(prog)
     meta = {"kind": "sparse_mla", "mode": p.mode, "queries": num_queries(p),

@@ -67,3 +67,34 @@ def test_notes_that_do_not_hold_are_ignored(chip):
         return ChipSim(chip).run(s).pipe_stats[(0, "aic", "m")].busy_ns
     assert _figures(ChipSim(chip).run(sched)) == _figures(ChipSim(chip).run(_strip(sched)))
     assert busy(sched) != busy(KernelSchedule("abab", [CoreProgram(0, {("aic", "m"): [a, b, a, b]})]))
+
+
+def test_a_placer_notes_what_place_notes(chip):
+    a, b, c = (isa.Mmad(128, 128, 1024 * (i + 1), "bf16") for i in range(3))
+    runs = [([a, b], "ab"), ([c], "c"), ([a, b], "ab"), ([], "e"), ([], "e"), ([c], "c")]
+    by_place, by_placer = CoreProgram(0), CoreProgram(0)
+    placed, place = {}, by_placer.placer("aic", "m")
+    for seq, key in runs:
+        by_place.place("aic", "m", seq, placed, key)
+        place(seq, key)
+    assert by_placer.pipes == by_place.pipes and by_placer.repeats == by_place.repeats
+    assert by_placer.repeats[("aic", "m")] == [(3, 2, 0), (5, 1, 2)]
+
+
+def test_sparse_mla_notes_its_repeated_steps_and_compiles_to_the_same_ops(chip):
+    from simnode.kernels.sparse_mla import SparseMlaParams, sparse_mla_schedule
+    sched = sparse_mla_schedule(chip, SparseMlaParams(n_q=32, kv_len=2048, num_cores=4))
+    notes = sched.cores[0].repeats
+    for pipe in (("aic", "mte1"), ("aic", "m"), ("aic", "fix"), ("aiv0", "v"), ("aiv1", "mte3")):
+        instrs = sched.cores[0].pipes[pipe]
+        # every note holds (after the launch records put before each pipe's) and they cover most
+        assert notes.get(pipe) and repeat_runs(instrs, notes[pipe]) == sorted(notes[pipe])
+        assert sum(length for _, length, _ in notes[pipe]) > len(instrs) / 2
+    ops = {}
+    for s in (sched, _strip(sched)):
+        sim = ChipSim(chip)
+        sim.launch(s)
+        ops[s is sched] = [[tuple(getattr(x, "key", x) if not isinstance(x, _Path) else (x.bw, x.base, x.ii)
+                                  for x in op) for op in p.ops] for p in sim._pipes if p.ops]
+    assert ops[True] == ops[False]
+    assert _figures(ChipSim(chip).run(sched)) == _figures(ChipSim(chip).run(_strip(sched)))

@@ -302,16 +302,38 @@ def test_cli_rejects_a_negative_vf_issue_rate_naming_the_key(cli, topology_path,
 
 
 def test_gathers_made_by_filling_slots_equal_isa_copys_own_records(chip):
-    # ``_new_copy`` skips the frozen dataclass's __init__: its records must be the ones
+    # ``_new_copies`` skips the frozen dataclass's __init__: its records must be the ones
     # isa.Copy builds (every field, equality, hash), and the schedule's gathers such records
-    for args in (("gm_to_ub", 1152, ("kv", "kv", 0, 7), "normal", "KV gather"),
+    for args in (("gm_to_ub", 1152, ("kv", "kv", 0, 7), "normal", "KV gather", ()),
                  ("gm_to_ub", 2304, None, "notalloc", "KV gather2",
                   (("kv", "kv", 0, 1), ("kv", "kv", 0, 9)))):
-        fast, own = core._new_copy(*args), isa.Copy(*args)
-        assert type(fast) is isa.Copy and fast == own and hash(fast) == hash(own)
-        assert [getattr(fast, f) for f in isa.Copy.__slots__] == \
-            [getattr(own, f) for f in isa.Copy.__slots__]
+        # a list field gives each record its own value
+        made = core._new_copies(2, args[:2] + ([args[2], ("kv", "kv", 1, 3)],) + args[3:])
+        for fast, own in zip(made, (isa.Copy(*args), isa.Copy(*args[:2], ("kv", "kv", 1, 3), *args[3:]))):
+            assert type(fast) is isa.Copy and fast == own and hash(fast) == hash(own)
+            assert [getattr(fast, f) for f in isa.Copy.__slots__] == \
+                [getattr(own, f) for f in isa.Copy.__slots__]
     gathers = [i for c in _sched(chip).cores for i in c.pipes[("aiv0", "mte2")]
                if type(i) is isa.Copy and i.label.startswith("KV gather")]
     assert gathers and all(i == isa.Copy(i.path, i.size_bytes, i.gm_key, i.l2_hint, i.label,
                                           i.regions) for i in gathers)
+
+
+def test_gather_records_follow_each_chunks_tokens_in_any_order(chip):
+    # gather_chunks codes descriptors as integers over all blocks at once: each chunk's records
+    # must still name its own tokens, two per gather2 descriptor, whatever their order
+    p = SparseMlaParams(**SMALL)
+    plan = choose_plan(chip, p, ["bf16"])
+    sel = select_tokens(p)
+    blocks = [b for q in range(4) for b in item_blocks(p, q, q, sel)]
+    blocks = [dataclasses.replace(b, tokens=b.tokens[::-1]) if i % 2 else b for i, b in enumerate(blocks)]
+    per_aiv = core.gather_chunks(p, plan, [blocks], "normal")[0]
+    for b, blk in enumerate(blocks):
+        toks = [t for v in range(plan.n_aiv) for n, recs in per_aiv[v][b] for r in recs
+                for t in (k[3] for k in r.regions)]
+        assert sorted(toks) == sorted(blk.tokens)
+        for v in range(plan.n_aiv):
+            for n, recs in per_aiv[v][b]:
+                assert len(recs) == n // 2 and all(r.size_bytes == 2048 for r in recs)
+    chunk0 = per_aiv[0][1][0][1]            # block 1 (reversed): its first chunk's first pair
+    assert chunk0[0].regions == (("kv", "kv", 0, blocks[1].tokens[0]), ("kv", "kv", 0, blocks[1].tokens[1]))
