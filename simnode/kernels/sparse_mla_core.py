@@ -68,9 +68,6 @@ Vec, Mmad, Scal = _memo(isa.VecOp), _memo(isa.Mmad), _memo(isa.Scalar)
 Copy, Fix = _memo(isa.Copy), _memo(isa.Fixpipe)
 
 
-#: (cache, sequence) -> {token: its KV row's GM region key}: one key object per row, shared by
-#: every gather of it (less memory, and the L2 model finds the same object again)
-_ROW_KEYS: dict = {}
 
 
 def _copy_slots():
@@ -101,13 +98,16 @@ def _new_copies(n: int, fields: tuple) -> list:
     return recs
 
 
-def _gathers(row: int, hint: str, cache: str, seq: int, firsts: list, seconds: list | None) -> list:
+def _gathers(row: int, hint: str, cache: str, seq: int, firsts: list, seconds: list | None,
+             row_keys: dict) -> list:
     """The KV gathers of one token each (``seconds`` None) or of a pair of tokens each
     (``firsts[i]``, ``seconds[i]``), of rows of ``row`` bytes of cache ``cache`` of sequence
-    ``seq``."""
-    rows = _ROW_KEYS.get((cache, seq))
+    ``seq``. ``row_keys``: (cache, sequence) -> {token: its KV row's GM region key}, one key
+    object per row shared by every gather of it in the schedule (less memory, and the L2
+    model finds the same object again); the schedule's own, so it does not outlive it."""
+    rows = row_keys.get((cache, seq))
     if rows is None:
-        rows = _ROW_KEYS[(cache, seq)] = {}
+        rows = row_keys[(cache, seq)] = {}
     for tok in set(firsts).union(seconds or ()):
         if tok not in rows:
             rows[tok] = ("kv", cache, seq, tok)
@@ -166,6 +166,7 @@ def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
         second = np.where(np.array(lens) == 2, toks[:, np.minimum(st + 1, t - 1)], m - 1)
         codes = (seqs * m + toks[:, st]) * m + second
         by_space.setdefault((cache, row), []).append((members, layout, codes))
+    row_keys: dict = {}                   # (``_gathers``)
     for (cache, row), parts in by_space.items():
         uniq, inv = np.unique(np.concatenate([x[2].ravel() for x in parts]), return_inverse=True)
         recs = np.empty(len(uniq), dtype=object)
@@ -176,7 +177,7 @@ def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
             for idx, single in ((np.flatnonzero(one) + lo, True), (np.flatnonzero(~one) + lo, False)):
                 if len(idx):
                     recs[idx] = _gathers(row, kv_hint, cache, int(seqs[lo]), firsts[idx].tolist(),
-                                         None if single else seconds[idx].tolist())
+                                         None if single else seconds[idx].tolist(), row_keys)
         at = 0
         for members, layout, codes in parts:
             occ = recs[inv[at:at + codes.size]].reshape(codes.shape)
