@@ -1600,7 +1600,7 @@ class Share:
             if self.series is not None:
                 spans = ([float(served[i]) for i in past], [links[cs[i]] for i in past],
                          [tuple(w[cs[i]]) for i in past], [over[i] for i in past])
-        span = cs and cs[-1] - cs[0] + 1 == len(cs) and bool((np.diff(ids) > 0).all())
+        span = _span(cs) is not None and bool((np.diff(ids) > 0).all())
         if span:                                # the classes are the range cs[0] .. cs[-1]
             n[cs[0]:cs[-1] + 1] = [x - 1 for x in n[cs[0]:cs[-1] + 1]]
         else:

@@ -51,20 +51,13 @@ class CoreProgram:
         """Append ``seq`` (a generator's memoized run of records, named ``key``) to a pipe;
         ``placed`` (the caller's, per pipe) remembers where ``key`` went first, and a run
         placed again is noted in ``repeats``."""
-        instrs = self.pipe(unit, pipe)
-        start = len(instrs)
-        src = placed.get(key)
-        if src is None:
-            placed[key] = start
-        elif seq:
-            self.repeats.setdefault((unit, pipe), []).append((start, len(seq), src))
-        instrs.extend(seq)
+        self.placer(unit, pipe, placed)(seq, key)
 
-    def placer(self, unit: str, pipe: str):
-        """``place`` for one pipe, with its list, its notes and its ``placed`` looked up once: a
-        function (seq, key) for a generator placing thousands of runs there."""
+    def placer(self, unit: str, pipe: str, placed: dict | None = None):
+        """``place`` for one pipe, with its list, its notes and ``placed`` (its own if None)
+        looked up once: a function (seq, key) for a generator placing thousands of runs there."""
         instrs = self.pipe(unit, pipe)
-        placed: dict = {}
+        placed = {} if placed is None else placed
         extend, where = instrs.extend, placed.get
 
         def place(seq: list, key) -> None:

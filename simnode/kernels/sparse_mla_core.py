@@ -120,10 +120,11 @@ def _gathers(row: int, hint: str, cache: str, seq: int, firsts: list, seconds: l
     return _new_copies(len(keys), ("gm_to_ub", row * 2, None, hint, "KV gather2", regions))
 
 
-def _chunks(block, plan: Plan) -> list[tuple[int, int, tuple]]:
-    """(chunk index in block, AIV, tokens) of a block, chunks dealt round-robin to AIVs."""
-    t, c = block.tokens, plan.chunk_tokens
-    return [(i, i % plan.n_aiv, t[i * c:(i + 1) * c]) for i in range(math.ceil(len(t) / c))]
+def _chunk_spans(t: int, plan: Plan) -> list[tuple[int, int, int]]:
+    """A block of ``t`` tokens as its chunks: (AIV, first token, end token) each, the chunks
+    dealt round-robin to the AIVs."""
+    c = plan.chunk_tokens
+    return [(i % plan.n_aiv, i * c, min((i + 1) * c, t)) for i in range(math.ceil(t / c))]
 
 
 def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
@@ -137,7 +138,6 @@ def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
     made unique (numpy) and turned into records once, in code order; a chunk's records are
     then a slice of its block's row (no dict lookup per descriptor)."""
     per_desc = 2 if p.gather2 else 1
-    c = plan.chunk_tokens
     rows = [[[] for _ in blocks] for blocks in per_core]        # per core, per block: chunks
     groups: dict = {}                     # (cache, row bytes, tokens) -> [(core, index, block)]
     for ci, blocks in enumerate(per_core):
@@ -151,15 +151,14 @@ def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
     m = max((int(x.max()) for x in mats.values() if x.size), default=0) + 2
     by_space: dict = {}                   # (cache, row bytes) -> [(group members, layout, codes)]
     for (cache, row, t), members in groups.items():
-        # the block's chunks (``_chunks``) and each chunk's descriptors: (start, tokens)
+        # the block's chunks (``_chunk_spans``) and each chunk's descriptors: (start, tokens)
         layout, starts, lens = [], [], []
-        for i in range(math.ceil(t / c)):
-            c0, c1 = i * c, min((i + 1) * c, t)
+        for v, c0, c1 in _chunk_spans(t, plan):
             d0 = len(starts)
             for s in range(c0, c1, per_desc):
                 starts.append(s)
                 lens.append(min(per_desc, c1 - s))
-            layout.append((i % plan.n_aiv, c1 - c0, d0, len(starts)))
+            layout.append((v, c1 - c0, d0, len(starts)))
         toks = mats[(cache, row, t)]
         seqs = np.array([blk.seq for _, _, blk in members], dtype=np.int64)[:, None]
         st = np.array(starts, dtype=np.int64)
@@ -304,7 +303,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         item's Q slot)."""
         if first:
             m1.append(Wait("mte2", "mte1", qs))
-        for _, v, _ in _chunks(_Tokens(t), plan):
+        for v, _, _ in _chunk_spans(t, plan):
             m1.append(xw_kv[v])
         kt = d // L0_TILE
         mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
@@ -426,18 +425,10 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         place_fix(step[0], key)
 
 
-class _Tokens:
-    """A stand-in block of ``t`` tokens, for ``_chunks`` where only the count matters."""
-    __slots__ = ("tokens",)
-
-    def __init__(self, t: int):
-        self.tokens = range(t)
-
-
 def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint,
          chunks) -> None:
-    """One AIV's records; ``chunks``: its (tokens, descriptor tokens) per block
-    (``_descriptors``).
+    """One AIV's records; ``chunks``: per block, its chunks as (tokens, their KV gather
+    records) (``gather_chunks``).
 
     A step's MTE2 records (the index group and the KV gathers: records of their own) are made
     step by step. Its vector and MTE3 records follow from a few properties of the blocks it
@@ -464,7 +455,6 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
     xw_frag, xs_fragfree = XWait("aic", X_FRAG), XSet("aic", X_FRAGFREE)
     w_mte3_v_1, s_v_mte3_2, w_v_mte3_2 = Wait("mte3", "v", 1), Set("v", "mte3", 2), Wait("v", "mte3", 2)
     s_mte3_v_1 = Set("mte3", "v", 1)
-    kv_to_l1, s_to_l1 = {}, {}            # tokens -> that chunk's KV / that block's S copy to L1
     xw_kvfree, xw_p, xw_sfree = XWait("aic", X_KVFREE), XWait("aic", X_P), XWait("aic", X_SFREE)
     xs_kv, xs_s, xs_pfree = XSet("aic", X_KV), XSet("aic", X_S), XSet("aic", X_PFREE)
     gather_chunks = plan.gather_chunks
@@ -539,10 +529,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 vv.append(s_v_mte3_0)
                 converted += 1
                 m3.append(w_v_mte3_0)
-                rec = kv_to_l1.get(t)
-                if rec is None:
-                    rec = kv_to_l1[t] = Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1")
-                m3.append(rec)
+                m3.append(Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1"))
                 m3.append(s_mte3_v_0)
                 m3.append(xs_kv)
         if sb is not None:
@@ -553,10 +540,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
             m3.append(w_v_mte3_1)
             if later:
                 m3.append(xw_sfree)
-            rec = s_to_l1.get(t)
-            if rec is None:
-                rec = s_to_l1[t] = Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1")
-            m3.append(rec)
+            m3.append(Copy("ub_to_l1", rows * t * 2, None, "normal", "S -> L1"))
             m3.append(xs_s)
             m3.append(xs_pfree)
             if last:

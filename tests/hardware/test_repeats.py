@@ -22,6 +22,15 @@ def _strip(sched: KernelSchedule) -> KernelSchedule:
     return bare
 
 
+def _compiled_ops(chip, sched):
+    """Every pipe's compiled ops after launching ``sched`` (flags and paths are the sim's own
+    objects: compared by what names them)."""
+    sim = ChipSim(chip)
+    sim.launch(sched)
+    return [[tuple(getattr(x, "key", x) if not isinstance(x, _Path) else (x.bw, x.base, x.ii)
+                   for x in op) for op in p.ops] for p in sim._pipes if p.ops]
+
+
 def _figures(run):
     return (run.makespan_ns, run.l2_bytes, run.hbm_bytes, run.l2_hits, run.l2_misses,
             sorted((k, dataclasses.astuple(v)) for k, v in run.pipe_stats.items()))
@@ -31,13 +40,7 @@ def test_a_gemm_notes_its_repeated_blocks_and_compiles_to_the_same_ops(chip):
     sched = gemm_schedule(chip, GemmParams(2048, 4096, 1024, "bf16"))    # 4 blocks a core
     notes = sched.cores[0].repeats
     assert notes.get(("aic", "mte1")) and notes.get(("aic", "m"))    # the cube's blocks repeat
-    ops = {}
-    for s in (sched, _strip(sched)):
-        sim = ChipSim(chip)
-        sim.launch(s)
-        # (flags and paths are the sim's own objects: compared by what names them)
-        ops[s is sched] = [[tuple(getattr(x, "key", x) if not isinstance(x, _Path) else (x.bw, x.base, x.ii)
-                                  for x in op) for op in p.ops] for p in sim._pipes if p.ops]
+    ops = {s is sched: _compiled_ops(chip, s) for s in (sched, _strip(sched))}
     assert len(ops[True]) == 4 * 32 and ops[True] == ops[False]    # every pipe of every core
     assert _figures(ChipSim(chip).run(sched)) == _figures(ChipSim(chip).run(_strip(sched)))
 
@@ -90,11 +93,6 @@ def test_sparse_mla_notes_its_repeated_steps_and_compiles_to_the_same_ops(chip):
         # every note holds (after the launch records put before each pipe's) and they cover most
         assert notes.get(pipe) and repeat_runs(instrs, notes[pipe]) == sorted(notes[pipe])
         assert sum(length for _, length, _ in notes[pipe]) > len(instrs) / 2
-    ops = {}
-    for s in (sched, _strip(sched)):
-        sim = ChipSim(chip)
-        sim.launch(s)
-        ops[s is sched] = [[tuple(getattr(x, "key", x) if not isinstance(x, _Path) else (x.bw, x.base, x.ii)
-                                  for x in op) for op in p.ops] for p in sim._pipes if p.ops]
+    ops = {s is sched: _compiled_ops(chip, s) for s in (sched, _strip(sched))}
     assert ops[True] == ops[False]
     assert _figures(ChipSim(chip).run(sched)) == _figures(ChipSim(chip).run(_strip(sched)))
