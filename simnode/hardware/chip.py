@@ -32,6 +32,10 @@ Flags hold the times of their sets (a heap per flag). Because every set is stamp
 with its pipe's local time, a wait whose set is already known continues without
 yielding; only a wait that precedes its set in program order blocks in SimPy.
 
+Cores in lock step (``KernelSchedule.lockstep``: the same program on other GM regions, as a
+GEMM's cores in every wave) run as one representative (``lockstep=True``, untraced runs): see
+``_issue_group``.
+
 A run whose event queue empties while pipes still wait is a deadlock: it raises
 ``DeadlockError`` naming every stuck pipe and the flag it waits on.
 """
@@ -144,7 +148,7 @@ class _Pipe:
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
                  "copy_parts", "copy_end", "finished", "name",
-                 "group", "ops", "step", "bursts", "no_burst", "copy_m", "member")
+                 "group", "ops", "step", "bursts", "no_burst", "copy_m", "member", "shadows", "g")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -169,6 +173,8 @@ class _Pipe:
         self.no_burst = 0           #: no burst starts before this op
         self.copy_m = 1             #: reads its latest GM issue started (1, or a burst's)
         self.member = None          #: (callback, pipe) of its GM copies in the share
+        self.shadows = None         #: a representative's: its group's other cores' records
+        self.g = 1.0                #: the cores it runs for (itself included)
 
 
 class ChipSim:
@@ -176,14 +182,17 @@ class ChipSim:
 
     def __init__(self, chip: ChipSpec, env: simpy.Environment | None = None, share=None,
                  tracer=NULL_TRACER, name: str = "chip0", hbm: int | None = None,
-                 gm_bursts: bool = True):
+                 gm_bursts: bool = True, lockstep: bool = True):
         """``share``: the engine its GM traffic runs on (its own if None; a supernode's, so
         the chip's copies and the rank's messages share one clock and one HBM); ``hbm``:
         that HBM's resource id on ``share`` if it exists already (e.g. ``rankR.hbm``);
         ``gm_bursts``: stream an MTE2 pipe's back-to-back GM reads as bursts (the reduced
-        form, see ``_burst_len``); False: every read on its own (the detailed form)."""
+        form, see ``_burst_len``); False: every read on its own (the detailed form);
+        ``lockstep``: run a schedule's lock-step groups as one core each (the reduced form,
+        see ``_issue_group``); False: every core (the detailed form)."""
         self.chip = chip
         self.gm_bursts = gm_bursts
+        self.lockstep = lockstep
         self.env = env if env is not None else simpy.Environment()
         self.share = share if share is not None else Share(self.env)
         self.name = name
@@ -220,11 +229,27 @@ class ChipSim:
         run = ChipRun(schedule, now, now)
         chip = self.chip
         pipes = []
+        # lock-step groups: a representative core runs for its group; the others' statistics
+        # are its own (copied when it ends, ``_run``), in their own places of ``pipe_stats``
+        reps, shadow_of = {}, {}
+        if self.lockstep and schedule.lockstep and not self.tracer.enabled:
+            progs = {prog.core: prog for prog in schedule.cores}
+            for group in schedule.lockstep:
+                reps[group[0]] = [progs[c] for c in group[1:]]
+                for c in group[1:]:
+                    shadow_of[c] = group[0]
+        copies = []                         # (representative's stats, shadow's stats, records)
+        rep_stats = {}
         for prog in schedule.cores:
+            rep = shadow_of.get(prog.core)
             for (unit, pipe), instrs in prog.pipes.items():
                 if not instrs:
                     continue
                 stats = run.pipe_stats[(prog.core, unit, pipe)] = PipeStats()
+                if rep is not None:
+                    copies.append((rep_stats[(rep, unit, pipe)], stats, len(instrs)))
+                    continue
+                rep_stats[(prog.core, unit, pipe)] = stats
                 cyc = self._aic_cycle_ns if unit == "aic" else self._aiv_cycle_ns
                 limit = (chip.sync.mte2_outstanding_per_aic if unit == "aic"
                          else chip.sync.mte2_outstanding_per_aiv) if pipe == "mte2" else 1 << 30
@@ -235,16 +260,21 @@ class ChipSim:
                         # counter track of the MTE2 queue (facts 1.4, S1): issued-but-incomplete
                         # requests at each issue, the new one included
                         p.qtrack = f"core{prog.core:02d}.{unit} MTE2 outstanding"
+                if prog.core in reps:
+                    p.shadows = [q.pipes[(unit, pipe)] for q in reps[prog.core]]
+                    p.g = float(len(p.shadows) + 1)
                 pipes.append(p)
         self._pipes.extend(pipes)
         self.share.sync()
         self._l2_base = (self.share.bytes_by_resource[self.r_l2], self.l2.hits, self.l2.misses)
         self._hbm_base = self.share.bytes_by_resource[self.r_hbm]
         done = self.env.event()
-        state = {"left": len(pipes), "done": done, "run": run}
+        state = {"left": len(pipes), "done": done, "run": run, "copies": copies}
         # op caches keyed by record id: valid while the schedule (which holds the records) is
         # being compiled, so they live only in this call
         cache: dict = {}
+        for _, stats, _ in copies:
+            stats.finish_ns = now
         for p in pipes:
             p.stats.finish_ns = now
             p.group = state
@@ -358,6 +388,8 @@ class ChipSim:
         Returns how many reads it started. A copy of one region starts here (this runs once
         per GM copy); one descriptor over several regions in ``_gm_regions``."""
         _, ins, path, size = ops[i]
+        if p.shadows is not None:
+            return self._issue_group(p, ins, path, size, ops, i)
         if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
                 and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
             m = self._burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
@@ -381,6 +413,57 @@ class ChipSim:
             self.share.start_keyed(size, key, weights, p.member)
         else:
             self._gm_regions(ins, path, size, p)
+        return 1
+
+    # -- lock-step groups (the reduced form of cores that run in step) ---------------------
+    # A group's cores issue each GM copy at the same instant (they run the same program),
+    # and in the share their copies fall into at most two classes: the hits (L2) and the
+    # misses or writes (L2 and HBM), each with one member per core at the path's cap, so each
+    # class solves with its members' count as its weight. The representative starts the
+    # group's copy as one transfer per class it uses, weighted by that count; its shadows
+    # make their L2 lookups (and allocations) right after its own, in core order. The
+    # representative waits for both classes, so a group whose hits and misses get
+    # different rates (HBM the bottleneck) moves at its misses' pace. With the L2 as the
+    # only limit both classes get the same rate, and the group's times are the detailed
+    # form's (tests/hardware/test_lockstep.py: GEMMs of every dtype, edge blocks, the UB
+    # epilogue); the L2's LRU order differs in that shadows look up after the
+    # representative rather than between the other pipes' copies of the same instant.
+    # A group's reads never go as bursts (``_burst_len``), and a traced run is detailed.
+
+    def _issue_group(self, p: _Pipe, ins, path: _Path, size: float, ops: list, i: int) -> int:
+        """``_issue`` for a lock-step group's representative: the group's copy ``ops[i]``."""
+        l2, share, sh, done = self.l2, self.share, p.shadows, self._copy_done
+        allocate = ins.l2_hint == "normal"
+        p.copy_end = -math.inf
+        if path.write:
+            l2.write(ins.gm_key, size, allocate)
+            for q in sh:
+                l2.write(q[i].gm_key, size, allocate)
+            p.copy_parts = 1
+            share.start_cb(size, self._res_miss, (p.g, p.g), path.bw, done, p)
+            return 1
+        if type(ins) is not _Copy or not ins.regions:
+            hits = l2.read(ins.gm_key, size, allocate)
+            for q in sh:
+                hits += l2.read(q[i].gm_key, size, allocate)
+            # one member per core in the hit class and one per core in the miss class
+            parts = ((size, float(hits), path.bw), (size, p.g - hits, path.bw))
+        else:
+            # each core's descriptor: its hit and its miss bytes at their byte shares of the
+            # path rate (``_gm_regions``); the group's classes take the cores' mean
+            n = len(ins.regions)
+            part = size / n
+            hits = l2.read_many(ins.regions, part, allocate)
+            for q in sh:
+                hits += l2.read_many(q[i].regions, part, allocate)
+            h = hits / p.g
+            parts = ((part * h, p.g, path.bw * h / n), (part * (n - h), p.g, path.bw * (n - h) / n))
+        hit, miss = parts
+        p.copy_parts = (hit[1] > 0 and hit[0] > 0) + (miss[1] > 0 and miss[0] > 0)
+        if hit[1] > 0 and hit[0] > 0:
+            share.start_cb(hit[0], self._res_hit, (hit[1],), hit[2], done, p)
+        if miss[1] > 0 and miss[0] > 0:
+            share.start_cb(miss[0], self._res_miss, (miss[1], miss[1]), miss[2], done, p)
         return 1
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
@@ -620,7 +703,7 @@ class ChipSim:
         wake = ready.append
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
-        p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
+        p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled and p.shadows is None
         TIME, WAIT, SET, COPY, BARRIER = _TIME, _WAIT, _SET, _COPY, _BARRIER    # (locals)
         walk = enumerate(ops if i == 0 else itertools.islice(ops, i, None), i)
         for i, op in walk:
@@ -768,6 +851,11 @@ class ChipSim:
         state = p.group
         state["left"] -= 1
         if state["left"] == 0:
+            for src, st, n in state["copies"]:      # a lock-step group's other cores
+                st.busy_ns, st.stall_ns, st.queue_full_ns = src.busy_ns, src.stall_ns, src.queue_full_ns
+                st.wait_ns = dict(src.wait_ns)
+                st.instructions = n
+                st.finish_ns = src.finish_ns
             self._finish(state["run"])
             state["done"].succeed()
         yield                                       # never resumed: the drain holds it no more

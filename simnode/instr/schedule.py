@@ -79,6 +79,12 @@ class KernelSchedule:
     cores: list                                       #: CoreProgram per AI core used
     flops: float = 0.0                                #: useful floating-point operations
     meta: dict = field(default_factory=dict)          #: tile sizes and other generator choices
+    #: groups of core ids (tuples, the representative first) whose programs are the same but
+    #: for the GM regions their copies name: the same pipes, the same records elsewhere, and a
+    #: GM copy of the same path and size at the same places. A generator declares them where
+    #: the cores run in step (every core of a GEMM wave works on a block of the same shape);
+    #: the engine may then run one core per group (``ChipSim(lockstep=True)``)
+    lockstep: list = field(default_factory=list)
 
     def num_instructions(self) -> int:
         return sum(c.num_instructions() for c in self.cores)
@@ -94,6 +100,7 @@ class KernelSchedule:
                                 f"chip '{chip.name}' has {chip.num_ai_cores}.")
         units = ["aic"] + [f"aiv{i}" for i in range(chip.aiv_per_core)]
         self.check_buffers(chip)
+        self.check_lockstep()
         for prog in self.cores:
             for (unit, pipe), instrs in prog.pipes.items():
                 if unit not in units:
@@ -129,6 +136,30 @@ class KernelSchedule:
                     distinct[id(instrs)] = once
                 if runs is not None:
                     runs[id(instrs)] = rep
+
+    def check_lockstep(self) -> None:
+        """Raise ScheduleError if a lock-step group names a core the schedule lacks, names a
+        core twice, or holds a core whose pipes differ from its representative's in name or
+        length (the records themselves are the generator's promise: tests/hardware/
+        test_lockstep.py runs each generator's groups against the detailed form)."""
+        progs = {prog.core: prog for prog in self.cores}
+        seen = set()
+        for group in self.lockstep:
+            if len(group) < 2 or any(c not in progs or c in seen for c in group) \
+                    or len(set(group)) < len(group):
+                raise ScheduleError(f"schedule '{self.name}': lock-step group {tuple(group)} names a "
+                                    f"core that is not in the schedule or is in another group; expected "
+                                    f"groups of two or more distinct cores among "
+                                    f"{sorted(progs)}.")
+            seen.update(group)
+            rep = progs[group[0]]
+            shape = [(key, len(v)) for key, v in rep.pipes.items()]
+            for c in group[1:]:
+                other = [(key, len(v)) for key, v in progs[c].pipes.items()]
+                if other != shape:
+                    raise ScheduleError(f"schedule '{self.name}': core {c} cannot run in lock step "
+                                        f"with core {group[0]}: its pipes (name, records) are {other}, "
+                                        f"its representative's {shape}.")
 
     def check_buffers(self, chip) -> None:
         """Raise ScheduleError if any core's buffer plan exceeds a capacity."""
@@ -239,8 +270,11 @@ def to_records(schedule: KernelSchedule) -> dict:
                  for (u, p), instrs in prog.pipes.items()}
         cores.append({"core": prog.core, "pipes": pipes,
                       "buffers": [dataclasses.asdict(b) for b in prog.buffers]})
-    return {"name": schedule.name, "flops": schedule.flops, "meta": dict(schedule.meta),
-            "cores": cores}
+    out = {"name": schedule.name, "flops": schedule.flops, "meta": dict(schedule.meta),
+           "cores": cores}
+    if schedule.lockstep:
+        out["lockstep"] = [list(g) for g in schedule.lockstep]
+    return out
 
 
 _BY_NAME = {t.__name__: t for t in isa.INSTRUCTION_TYPES}
@@ -273,7 +307,8 @@ def from_records(data: dict) -> KernelSchedule:
             prog.pipes[(unit, pipe)] = [_from_record(r) for r in instrs]
         prog.buffers = [BufferUse(**b) for b in c["buffers"]]
         cores.append(prog)
-    return KernelSchedule(data["name"], cores, data.get("flops", 0.0), data.get("meta", {}))
+    return KernelSchedule(data["name"], cores, data.get("flops", 0.0), data.get("meta", {}),
+                          [tuple(g) for g in data.get("lockstep", ())])
 
 
 def format_core(schedule: KernelSchedule, core: int = 0, max_per_pipe: int = 20) -> str:

@@ -115,16 +115,22 @@ def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
     cores = [CoreProgram(c) for c in range(min(t.num_cores, len(order)))]
     epilogue = ub_epilogue(chip, t, p.out_dtype, len(order)) if p.epilogue == "ub" else None
     loads: dict = {}                    # tile loads shared by the cores
+    shapes: dict = {}                   # a core's block shapes -> the cores with those
     for c, prog in enumerate(cores):
         tasks = [BlockTask(min(t.block_m, p.m - mb * t.block_m), min(t.block_n, p.n - nb * t.block_n),
                            mb, nb, (mb, nb)) for mb, nb in order[c::t.num_cores]]
         core_program(prog, tasks, p.k, p.dtype, p.out_dtype, t, epilogue, loads=loads)
         prog.buffers = buffer_plan(p.dtype, t, epilogue, out_dtype=p.out_dtype)
+        shapes.setdefault(tuple((b.rows, b.cols) for b in tasks), []).append(prog.core)
     meta = {"kind": "gemm", "m": p.m, "n": p.n, "k": p.k, "dtype": p.dtype,
             "block_m": t.block_m, "block_n": t.block_n, "block_k": t.block_k, "k_l0": t.k_l0,
             "l1_stages": t.l1_stages, "sub_tile": f"{t.sub_m}x{t.sub_n}",
             "num_blocks": len(order), "waves": math.ceil(len(order) / t.num_cores)}
-    sched = KernelSchedule(f"gemm_{p.m}x{p.n}x{p.k}_{p.dtype}", cores, 2.0 * p.m * p.n * p.k, meta)
+    # cores with blocks of the same shapes in the same order run the same program on other
+    # tiles (``core_program`` depends on nothing else): they run in step
+    groups = [tuple(g) for g in shapes.values() if len(g) > 1]
+    sched = KernelSchedule(f"gemm_{p.m}x{p.n}x{p.k}_{p.dtype}", cores, 2.0 * p.m * p.n * p.k, meta,
+                           groups)
     sched.check_buffers(chip)
     return sched
 

@@ -24,8 +24,8 @@ def _strip(sched: KernelSchedule) -> KernelSchedule:
 
 def _compiled_ops(chip, sched):
     """Every pipe's compiled ops after launching ``sched`` (flags and paths are the sim's own
-    objects: compared by what names them)."""
-    sim = ChipSim(chip)
+    objects: compared by what names them); every core's, lock-step groups run in full."""
+    sim = ChipSim(chip, lockstep=False)
     sim.launch(sched)
     return [[tuple(getattr(x, "key", x) if not isinstance(x, _Path) else (x.bw, x.base, x.ii)
                    for x in op) for op in p.ops] for p in sim._pipes if p.ops]

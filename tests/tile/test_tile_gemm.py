@@ -1,8 +1,10 @@
 """The DeepGEMM-style GEMM written as a tile program against the hand-written schedule
 (simnode/kernels/gemm.py): the same tiles and block order, so the lowered program must
 time like the hand-written one -- within 2% at bf16, fp8 and fp4 on 4096x7168x16384 and
-at the memory-bound m=32, k=7168 (the acceptance), exactly equal on the shapes checked
-here -- and pass the same buffer and deadlock checks."""
+at the memory-bound m=32, k=7168 (the acceptance), equal on the shapes checked here (to
+rounding: the hand-written schedule's cores run as lock-step groups, ``KernelSchedule.lockstep``,
+whose copies the share accrues as one weighted transfer rather than a transfer per core) --
+and pass the same buffer and deadlock checks."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ def test_the_tile_program_times_like_the_hand_written_schedule(topology_path, se
     hand, tile = _pair(topology_path, *sets)
     assert tile.makespan_ns == pytest.approx(hand.makespan_ns, rel=1e-9)
     assert tile.flops == hand.flops and tile.bottleneck == hand.bottleneck
-    assert tile.hbm_bytes == hand.hbm_bytes and tile.l2_bytes == hand.l2_bytes
+    assert tile.hbm_bytes == pytest.approx(hand.hbm_bytes, rel=1e-12)
+    assert tile.l2_bytes == pytest.approx(hand.l2_bytes, rel=1e-12)
 
 
 def test_edge_tiles_and_a_partial_scale_group(topology_path):
