@@ -33,8 +33,8 @@ with its pipe's local time, a wait whose set is already known continues without
 yielding; only a wait that precedes its set in program order blocks in SimPy.
 
 Cores in lock step (``KernelSchedule.lockstep``: the same program on other GM regions, as a
-GEMM's cores in every wave) run as one representative (``lockstep=True``, untraced runs): see
-``_issue_group``.
+GEMM's cores in every wave) run as one representative each (``lockstep=True``, untraced
+runs): ``simnode.hardware.lockstep``.
 
 A run whose event queue empties while pipes still wait is a deadlock: it raises
 ``DeadlockError`` naming every stuck pipe and the flag it waits on.
@@ -55,6 +55,7 @@ from simnode.config.chip import DTYPE_BITS, GM_PATHS, ChipSpec
 from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER
 from simnode.errors import DeadlockError, ScheduleError
+from simnode.hardware import lockstep
 from simnode.hardware.memory import L2Cache
 from simnode.instr import isa
 from simnode.instr.schedule import KernelSchedule
@@ -148,7 +149,8 @@ class _Pipe:
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
                  "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
                  "copy_parts", "copy_end", "finished", "name",
-                 "group", "ops", "step", "bursts", "no_burst", "copy_m", "member", "shadows", "g")
+                 "group", "ops", "step", "bursts", "no_burst", "copy_m", "member", "shadows",
+                 "weight")
 
     def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
         self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
@@ -173,8 +175,8 @@ class _Pipe:
         self.no_burst = 0           #: no burst starts before this op
         self.copy_m = 1             #: reads its latest GM issue started (1, or a burst's)
         self.member = None          #: (callback, pipe) of its GM copies in the share
-        self.shadows = None         #: a representative's: its group's other cores' records
-        self.g = 1.0                #: the cores it runs for (itself included)
+        self.shadows = None         #: a representative's: its shadows' records (``lockstep``)
+        self.weight = 1.0           #: the cores whose GM copies it streams (itself included)
 
 
 class ChipSim:
@@ -188,8 +190,8 @@ class ChipSim:
         that HBM's resource id on ``share`` if it exists already (e.g. ``rankR.hbm``);
         ``gm_bursts``: stream an MTE2 pipe's back-to-back GM reads as bursts (the reduced
         form, see ``_burst_len``); False: every read on its own (the detailed form);
-        ``lockstep``: run a schedule's lock-step groups as one core each (the reduced form,
-        see ``_issue_group``); False: every core (the detailed form)."""
+        ``lockstep``: run a schedule's lock-step groups as one core each (the reduced form of
+        ``simnode.hardware.lockstep``; not with a tracer); False: every core (the detailed form)."""
         self.chip = chip
         self.gm_bursts = gm_bursts
         self.lockstep = lockstep
@@ -262,7 +264,7 @@ class ChipSim:
                         p.qtrack = f"core{prog.core:02d}.{unit} MTE2 outstanding"
                 if prog.core in reps:
                     p.shadows = [q.pipes[(unit, pipe)] for q in reps[prog.core]]
-                    p.g = float(len(p.shadows) + 1)
+                    p.weight = float(len(p.shadows) + 1)
                 pipes.append(p)
         self._pipes.extend(pipes)
         self.share.sync()
@@ -387,9 +389,9 @@ class ChipSim:
         goes as one burst with them if they can go as one (``_burst_len``, ``_burst_start``).
         Returns how many reads it started. A copy of one region starts here (this runs once
         per GM copy); one descriptor over several regions in ``_gm_regions``."""
-        _, ins, path, size = ops[i]
         if p.shadows is not None:
-            return self._issue_group(p, ins, path, size, ops, i)
+            return lockstep.issue_group(self, p, ops, i)
+        _, ins, path, size = ops[i]
         if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
                 and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
             m = self._burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
@@ -413,57 +415,6 @@ class ChipSim:
             self.share.start_keyed(size, key, weights, p.member)
         else:
             self._gm_regions(ins, path, size, p)
-        return 1
-
-    # -- lock-step groups (the reduced form of cores that run in step) ---------------------
-    # A group's cores issue each GM copy at the same instant (they run the same program),
-    # and in the share their copies fall into at most two classes: the hits (L2) and the
-    # misses or writes (L2 and HBM), each with one member per core at the path's cap, so each
-    # class solves with its members' count as its weight. The representative starts the
-    # group's copy as one transfer per class it uses, weighted by that count; its shadows
-    # make their L2 lookups (and allocations) right after its own, in core order. The
-    # representative waits for both classes, so a group whose hits and misses get
-    # different rates (HBM the bottleneck) moves at its misses' pace. With the L2 as the
-    # only limit both classes get the same rate, and the group's times are the detailed
-    # form's (tests/hardware/test_lockstep.py: GEMMs of every dtype, edge blocks, the UB
-    # epilogue); the L2's LRU order differs in that shadows look up after the
-    # representative rather than between the other pipes' copies of the same instant.
-    # A group's reads never go as bursts (``_burst_len``), and a traced run is detailed.
-
-    def _issue_group(self, p: _Pipe, ins, path: _Path, size: float, ops: list, i: int) -> int:
-        """``_issue`` for a lock-step group's representative: the group's copy ``ops[i]``."""
-        l2, share, sh, done = self.l2, self.share, p.shadows, self._copy_done
-        allocate = ins.l2_hint == "normal"
-        p.copy_end = -math.inf
-        if path.write:
-            l2.write(ins.gm_key, size, allocate)
-            for q in sh:
-                l2.write(q[i].gm_key, size, allocate)
-            p.copy_parts = 1
-            share.start_cb(size, self._res_miss, (p.g, p.g), path.bw, done, p)
-            return 1
-        if type(ins) is not _Copy or not ins.regions:
-            hits = l2.read(ins.gm_key, size, allocate)
-            for q in sh:
-                hits += l2.read(q[i].gm_key, size, allocate)
-            # one member per core in the hit class and one per core in the miss class
-            parts = ((size, float(hits), path.bw), (size, p.g - hits, path.bw))
-        else:
-            # each core's descriptor: its hit and its miss bytes at their byte shares of the
-            # path rate (``_gm_regions``); the group's classes take the cores' mean
-            n = len(ins.regions)
-            part = size / n
-            hits = l2.read_many(ins.regions, part, allocate)
-            for q in sh:
-                hits += l2.read_many(q[i].regions, part, allocate)
-            h = hits / p.g
-            parts = ((part * h, p.g, path.bw * h / n), (part * (n - h), p.g, path.bw * (n - h) / n))
-        hit, miss = parts
-        p.copy_parts = (hit[1] > 0 and hit[0] > 0) + (miss[1] > 0 and miss[0] > 0)
-        if hit[1] > 0 and hit[0] > 0:
-            share.start_cb(hit[0], self._res_hit, (hit[1],), hit[2], done, p)
-        if miss[1] > 0 and miss[0] > 0:
-            share.start_cb(miss[0], self._res_miss, (miss[1], miss[1]), miss[2], done, p)
         return 1
 
     def _copy_done(self, served_ns: float, p: _Pipe) -> None:
@@ -703,7 +654,7 @@ class ChipSim:
         wake = ready.append
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
-        p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled and p.shadows is None
+        p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
         TIME, WAIT, SET, COPY, BARRIER = _TIME, _WAIT, _SET, _COPY, _BARRIER    # (locals)
         walk = enumerate(ops if i == 0 else itertools.islice(ops, i, None), i)
         for i, op in walk:

@@ -235,6 +235,20 @@ class KernelSchedule:
         return f"schedule '{self.name}' core {core} {unit}.{pipe}"
 
 
+def lockstep_groups(shapes: dict, k: int = 0) -> list:
+    """Lock-step groups (``KernelSchedule.lockstep``) from a generator's ``shapes``: a key of a
+    core's program -> the cores (ids, in order) whose programs have that key, which differ only
+    in the GM regions they name. Each key's cores are dealt round-robin into ``k`` groups (0:
+    one), the first core of a group its representative; a group of one core is left out."""
+    out = []
+    for cores in shapes.values():
+        n = min(k, len(cores)) if k else 1
+        for j in range(n):
+            if len(cores[j::n]) > 1:
+                out.append(tuple(cores[j::n]))
+    return out
+
+
 def repeat_runs(instrs: list, notes) -> list:
     """The notes (start, length, src) of ``CoreProgram.repeats`` that hold for ``instrs``, in
     order: not overlapping each other, each after its source (src + length <= start), and each

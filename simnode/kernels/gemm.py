@@ -25,7 +25,7 @@ from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTas
                                        core_program, dtype_bytes, fit_block_k, l0_k_step,
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,
                                        tile_cost_cycles, ub_epilogue, up16)
-from simnode.instr.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule, lockstep_groups
 
 __all__ = ["GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "choose_tiling",
            "gemm_roofline", "gemm_schedule", "with_overrides"]
@@ -128,9 +128,8 @@ def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
             "num_blocks": len(order), "waves": math.ceil(len(order) / t.num_cores)}
     # cores with blocks of the same shapes in the same order run the same program on other
     # tiles (``core_program`` depends on nothing else): they run in step
-    groups = [tuple(g) for g in shapes.values() if len(g) > 1]
     sched = KernelSchedule(f"gemm_{p.m}x{p.n}x{p.k}_{p.dtype}", cores, 2.0 * p.m * p.n * p.k, meta,
-                           groups)
+                           lockstep_groups(shapes))
     sched.check_buffers(chip)
     return sched
 

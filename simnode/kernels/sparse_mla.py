@@ -35,7 +35,7 @@ from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels import builds_records
 from simnode.kernels import sparse_mla_core as core
-from simnode.instr.schedule import CoreProgram, KernelSchedule
+from simnode.instr.schedule import CoreProgram, KernelSchedule, lockstep_groups
 from simnode.kernels.sparse_mla_plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
                                              choose_plan)
 
@@ -55,6 +55,14 @@ KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~
 # one issue per cycle (validation/published.yaml records that case as its fit; issue 22
 # stays open on it). 0 is the what-if of warm caches.
 COLD_START_NS = 10686.0
+# The prefill's lock-step reduced form (simnode.hardware.lockstep): its default resolution is
+# the fewest groups measured within 0.1% of the detailed makespan at every n_q from 128 to 4096
+# (+0.05 to +0.09%; 4 groups: +0.87% at 2048; 16: within 0.02% but 1.4x rather than 2.1x
+# faster; benchmarks/README.md, "Lock-step prefill, round 7"). With fewer than
+# LOCKSTEP_MIN_ITEMS items per core the cold phase dominates (8 groups: -0.13% at n_q 64) and
+# every core runs; such runs take a second or two in full.
+LOCKSTEP_GROUPS = 8
+LOCKSTEP_MIN_ITEMS = 4
 # S2 run(): decode allocates its KV in L2 only when a small cache is read again and again
 SMALL_CACHE_BYTES = 8 * 1024 * 1024     # S2 SMALL_CACHE_BYTES
 MIN_CACHE_REUSE = 4                     # S2 MIN_CACHE_REUSE: token reads per cached token
@@ -92,6 +100,10 @@ class SparseMlaParams:
     sinks: bool = param(True, "attention sinks in the softmax denominator")
     seed: int = param(0, "seed of the uniform top-k token selection", unit="1", min=0)
     num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    lockstep_groups: int = param(LOCKSTEP_GROUPS, "prefill: simulate one representative core "
+                                 "per group of that many (simnode.hardware.lockstep; 8 keep the "
+                                 "makespan within 0.1% of every core's from n_q 128 to 4096); "
+                                 "0 = every core", unit="groups", min=0, origin="reasoned")
     kernel_launch_ns: float = param(KERNEL_LAUNCH_NS, "kernel launch + InitSocState (facts 1.2, S6)",
                                     unit="ns", min=0, origin="sourced")
     cold_start_ns: float = param(COLD_START_NS, "per-launch cold-start cost beyond the launch, "
@@ -235,6 +247,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
             per_core[item % ncores].extend(item_blocks(p, item, q, sel))
     chunks = core.gather_chunks(p, plan, per_core, hint)     # every core's KV gathers at once
     cores = []
+    shapes: dict = {}               # a core's blocks -> the cores with as many (lock step)
     for c, blocks in enumerate(per_core):
         if not blocks:
             continue
@@ -242,6 +255,12 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
         core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint, chunks[c])
         prog.buffers = buffer_plan(p, plan)
         cores.append(prog)
+        # a prefill's items have as many blocks each, so cores with as many blocks run the
+        # same program on other KV rows (the same drains, chunks and copies at the same places)
+        shapes.setdefault(len(blocks), []).append(c)
+    items = min(sum(b.first for b in blocks) for blocks in per_core if blocks)
+    groups = lockstep_groups(shapes, p.lockstep_groups) \
+        if p.mode == "prefill" and p.lockstep_groups and items >= LOCKSTEP_MIN_ITEMS else []
     meta = {"kind": "sparse_mla", "mode": p.mode, "queries": num_queries(p),
             "heads_per_core": p.heads_per_core, "b_topk": p.b_topk,
             "vector_cores_per_cube": p.vector_cores_per_cube, "gather2": p.gather2,
@@ -251,7 +270,9 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
             "o_fragments": plan.fragments, "items": num_queries(p) * head_blocks,
             "kv_l2_hint": hint,
             "blocks_per_core_max": max(len(b) for b in per_core)}
-    return KernelSchedule(f"sparse_mla_{p.mode}", cores, flops(p), meta)
+    if groups:
+        meta["lockstep_groups"] = len(groups)      # a reduced form runs: the result says so
+    return KernelSchedule(f"sparse_mla_{p.mode}", cores, flops(p), meta, groups)
 
 
 def sparse_mla_roofline(chip: ChipSpec, p: SparseMlaParams) -> dict:

@@ -1,5 +1,6 @@
 """The burst form of back-to-back GM reads (``ChipSim(gm_bursts=True)``, the default) against
-the detailed form (``gm_bursts=False``: every read its own transfer).
+the detailed form (``gm_bursts=False``: every read its own transfer), every core simulated
+(``lockstep=False``: tests/hardware/test_lockstep.py has the lock-step groups).
 
 A burst is only taken where the share cannot tell it from its reads (every read of the run
 hits when the burst starts, the MTE2 queue never blocks, no gaps between reads), so while the
@@ -28,7 +29,7 @@ def _both(chip, make):
     as (ChipRun, transfers started)."""
     out = []
     for bursts in (False, True):
-        sim = ChipSim(chip, gm_bursts=bursts)
+        sim = ChipSim(chip, gm_bursts=bursts, lockstep=False)
         run = sim.run(make())
         out.append((run, sim.share.transfers_started))
     return out
@@ -115,7 +116,7 @@ def test_bursts_in_a_thrashing_l2_stay_within_a_tenth_of_a_percent(chip_mapping)
     p = SparseMlaParams(n_q=128, kv_len=2048, topk=256)
     runs = []
     for bursts in (False, True):
-        sim = ChipSim(small, gm_bursts=bursts)
+        sim = ChipSim(small, gm_bursts=bursts, lockstep=False)
         runs.append((sim.run(sparse_mla_schedule(small, p)), sim))
     (a, da), (b, db) = runs
     assert da.l2.evictions > 1000 and db.l2.evictions > 1000

@@ -166,3 +166,15 @@ def test_cli_rejects_a_negative_cold_start_naming_the_field(cli, topology_path, 
               "--set", "cold_start_ns=-5")
     user_error(res, "sparse-mla-decode.yaml (with --set overrides)", "cold_start_ns = -5",
                "expected a number >= 0")
+
+
+def test_a_prefill_runs_in_lock_step_groups_and_says_so(go):
+    # eight representative cores by default (simnode.hardware.lockstep), every core with
+    # lockstep_groups=0: the same traffic, the makespan within 0.1%
+    # (tests/hardware/test_lockstep.py compares the two forms in detail)
+    reduced, full = go(), go(lockstep_groups=0)
+    names = lambda r: {f.name: f.value for f in r.kernels[0].figures}  # noqa: E731
+    assert names(reduced)["lockstep_groups"] == 8 and "lockstep_groups" not in names(full)
+    assert names(reduced)["hbm_bytes"] == pytest.approx(names(full)["hbm_bytes"], rel=1e-9)
+    assert reduced.makespan_ns != full.makespan_ns
+    assert reduced.makespan_ns == pytest.approx(full.makespan_ns, rel=1e-3)
