@@ -224,22 +224,23 @@ class ChipSim:
     # -- public ---------------------------------------------------------------------------
     def launch(self, schedule: KernelSchedule) -> tuple[simpy.Event, ChipRun]:
         """Start every pipe of ``schedule``; the event fires when all have finished."""
-        distinct: dict = {}                 # each pipe's distinct records, found by the check
-        runs: dict = {}                     # and its repeated runs that hold (``repeat_runs``)
-        schedule.check(self.chip, distinct, runs)
-        now = self.env.now
-        run = ChipRun(schedule, now, now)
-        chip = self.chip
-        pipes = []
-        # lock-step groups: a representative core runs for its group; the others' statistics
-        # are its own (copied when it ends, ``_run``), in their own places of ``pipe_stats``
+        # lock-step groups (``simnode.hardware.lockstep``): a representative core runs for its
+        # group; the others' statistics are its own (copied when it ends, ``_run``), in their
+        # own places of ``pipe_stats``
         reps, shadow_of = {}, {}
         if self.lockstep and schedule.lockstep and not self.tracer.enabled:
             progs = {prog.core: prog for prog in schedule.cores}
             for group in schedule.lockstep:
-                reps[group[0]] = [progs[c] for c in group[1:]]
+                reps[group[0]] = [progs[c] for c in group[1:] if c in progs]
                 for c in group[1:]:
                     shadow_of[c] = group[0]
+        distinct: dict = {}                 # each pipe's distinct records, found by the check
+        runs: dict = {}                     # and its repeated runs that hold (``repeat_runs``)
+        schedule.check(self.chip, distinct, runs, frozenset(shadow_of))
+        now = self.env.now
+        run = ChipRun(schedule, now, now)
+        chip = self.chip
+        pipes = []
         copies = []                         # (representative's stats, shadow's stats, records)
         rep_stats = {}
         for prog in schedule.cores:

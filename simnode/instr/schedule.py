@@ -89,8 +89,11 @@ class KernelSchedule:
     def num_instructions(self) -> int:
         return sum(c.num_instructions() for c in self.cores)
 
-    def check(self, chip, distinct: dict | None = None, runs: dict | None = None) -> None:
-        """Raise ScheduleError for anything the hardware cannot run. ``distinct``, if given,
+    def check(self, chip, distinct: dict | None = None, runs: dict | None = None,
+              shadows: frozenset = frozenset()) -> None:
+        """Raise ScheduleError for anything the hardware cannot run; ``shadows``: cores of
+        lock-step groups that will not run (their representative's records are theirs but for
+        the GM regions, ``lockstep``; only their pipes' shape is checked). ``distinct``, if given,
         receives id(a pipe's instruction list) -> its distinct records (by identity, in order
         of first use): what the check went through, for a caller that resolves each once;
         on an MTE2 pipe, its records other than copies (checked by their path and size); ``runs`` the same
@@ -102,6 +105,8 @@ class KernelSchedule:
         self.check_buffers(chip)
         self.check_lockstep()
         for prog in self.cores:
+            if prog.core in shadows:
+                continue
             for (unit, pipe), instrs in prog.pipes.items():
                 if unit not in units:
                     raise ScheduleError(f"schedule '{self.name}' core {prog.core}: unit '{unit}' "
