@@ -31,7 +31,7 @@ x 95 B/ns against 3500, so an offset core meets less contention and offsets of a
 a few hundred). One group puts every core's copies at one instant and overstates the contention
 (+0.4% at n_q 512, +1.3% at 4096). Eight groups, each representative with its own phase, come
 within 0.1% from n_q 128 to 4096 (+0.05 to +0.09%: the shadows share their representative's
-phase and contention); the L2's hits may also differ by a few regions (shadows look up after
+phase and contention; +0.2% at kv_len 32768, whose cold phase is longer); the L2's hits may also differ by a few regions (shadows look up after
 their representative rather than between the other pipes' copies of the same instant).
 """
 

@@ -57,10 +57,12 @@ KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~
 COLD_START_NS = 10686.0
 # The prefill's lock-step reduced form (simnode.hardware.lockstep): its default resolution is
 # the fewest groups measured within 0.1% of the detailed makespan at every n_q from 128 to 4096
-# (+0.05 to +0.09%; 4 groups: +0.87% at 2048; 16: within 0.02% but 1.4x rather than 2.1x
-# faster; benchmarks/README.md, "Lock-step prefill, round 7"). With fewer than
-# LOCKSTEP_MIN_ITEMS items per core the cold phase dominates (8 groups: -0.13% at n_q 64) and
-# every core runs; such runs take a second or two in full.
+# at the published kv_len 8192 (+0.05 to +0.09%; 4 groups: +0.87% at 2048; 16: within 0.02%
+# but 1.4x rather than 2.1x faster; benchmarks/README.md, "Lock-step prefill, round 7"). Its
+# bias grows with the cold phase: at kv_len 32768 (each KV row read 80 times, not 320) 8 groups
+# are +0.20%, 16 groups -0.005%. With fewer than LOCKSTEP_MIN_ITEMS items per core the cold
+# phase dominates (8 groups: -0.13% at n_q 64) and every core runs; such runs take a second
+# or two in full.
 LOCKSTEP_GROUPS = 8
 LOCKSTEP_MIN_ITEMS = 4
 # S2 run(): decode allocates its KV in L2 only when a small cache is read again and again
