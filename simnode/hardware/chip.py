@@ -42,6 +42,7 @@ import gc
 import heapq
 import itertools
 import math
+import operator
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -473,17 +474,17 @@ class ChipSim:
         region not in L2. (Not the present reads before d alone: read d, a miss, would start at
         the burst's end, which rounds differently from the read-by-read end, and which pipe
         takes a miss can turn on that when two look at the same instant.)"""
-        nreg = len(ops[i][1].regions)
+        recs = list(map(_record, ops[i:i + m]))     # (C-level maps: this runs per burst)
+        nreg = len(recs[0].regions)
         if nreg:
-            keys = []
-            for k in range(i, i + m):
-                regions = ops[k][1].regions
-                if len(regions) != nreg:
-                    return -(k - i + 1)     # the cap of a read depends on its regions
-                keys.extend(regions)
+            regs = list(map(_regions, recs))
+            lens = list(map(len, regs))
+            if lens.count(nreg) != m:               # the cap of a read depends on its regions
+                return -(next(k for k, n in enumerate(lens) if n != nreg) + 1)
+            keys = list(itertools.chain.from_iterable(regs))
             part = size / nreg
         else:
-            keys = [ops[k][1].gm_key for k in range(i, i + m)]
+            keys = list(map(_gm_key, recs))
             part = size
         l2 = self.l2
         n = l2.present(keys)
@@ -696,14 +697,12 @@ class ChipSim:
                         # burst (exact while its rate stays constant; the MTE2 queue and
                         # nothing else reads them)
                         base = path.base
-                        for x in range(1, m + 1):
-                            push(start + span * x / m + base)
+                        inflight.extend([start + span * x / m + base for x in range(1, m + 1)])
                         comp = end + base
                         if comp > done:
                             done = comp
                         t = end
-                        for _ in range(m - 1):      # the burst's other reads
-                            next(walk)
+                        next(itertools.islice(walk, m - 2, None))   # past the burst's other reads
                         continue
                     # the copy finished streaming: account for it, then go on
                     start = t
@@ -780,6 +779,9 @@ _TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
 MIN_BURST = 4
 _NORMAL = simpy.events.NORMAL
 _Copy = isa.Copy
+_record = operator.itemgetter(1)            #: a COPY op's record
+_regions = operator.attrgetter("regions")
+_gm_key = operator.attrgetter("gm_key")
 
 
 def _fix_bytes(ins: isa.Fixpipe) -> int:
