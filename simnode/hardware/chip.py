@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import gc
 import heapq
-import itertools
 import math
-import operator
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -474,17 +472,17 @@ class ChipSim:
         region not in L2. (Not the present reads before d alone: read d, a miss, would start at
         the burst's end, which rounds differently from the read-by-read end, and which pipe
         takes a miss can turn on that when two look at the same instant.)"""
-        recs = list(map(_record, ops[i:i + m]))     # (C-level maps: this runs per burst)
-        nreg = len(recs[0].regions)
+        nreg = len(ops[i][1].regions)
         if nreg:
-            regs = list(map(_regions, recs))
-            lens = list(map(len, regs))
-            if lens.count(nreg) != m:               # the cap of a read depends on its regions
-                return -(next(k for k, n in enumerate(lens) if n != nreg) + 1)
-            keys = list(itertools.chain.from_iterable(regs))
+            keys = []
+            for k in range(i, i + m):
+                regions = ops[k][1].regions
+                if len(regions) != nreg:
+                    return -(k - i + 1)     # the cap of a read depends on its regions
+                keys.extend(regions)
             part = size / nreg
         else:
-            keys = list(map(_gm_key, recs))
+            keys = [ops[k][1].gm_key for k in range(i, i + m)]
             part = size
         l2 = self.l2
         n = l2.present(keys)
@@ -703,7 +701,8 @@ class ChipSim:
                         # burst (exact while its rate stays constant; the MTE2 queue and
                         # nothing else reads them)
                         base = path.base
-                        inflight.extend([start + span * x / m + base for x in range(1, m + 1)])
+                        for x in range(1, m + 1):
+                            push(start + span * x / m + base)
                         comp = end + base
                         if comp > done:
                             done = comp
@@ -785,9 +784,6 @@ _TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
 MIN_BURST = 4
 _NORMAL = simpy.events.NORMAL
 _Copy = isa.Copy
-_record = operator.itemgetter(1)            #: a COPY op's record
-_regions = operator.attrgetter("regions")
-_gm_key = operator.attrgetter("gm_key")
 
 
 def _fix_bytes(ins: isa.Fixpipe) -> int:
