@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import gc
 import heapq
-import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -634,8 +633,10 @@ class ChipSim:
         and a GM copy, started now or, if its issue time is still ahead of the clock, then
         (``_resume_at``), resumed once it has streamed (``_copy_done``). Between them
         its clocks and program counter stay in local variables: a resumption costs no reload.
-        The ops are walked by one iterator that the generator keeps across its yields (a wait's
-        set moves ``p.i`` on by one, as the iterator does), so an op costs no index arithmetic."""
+        The ops are walked by one list iterator that the generator keeps across its yields (a
+        wait's set moves ``p.i`` on by one, as the iterator does), so an op costs no index
+        arithmetic: an op's index is asked of the iterator (what is left of the list) only where
+        it is needed, at a wait that blocks and at a GM copy; a burst moves it past its reads."""
         env = self.env
         tracer = self.tracer
         tid = p.tid
@@ -657,8 +658,11 @@ class ChipSim:
         # spans included) stays that of the detailed form, even for pipes out of its scope
         p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
         TIME, WAIT, SET, COPY, BARRIER = _TIME, _WAIT, _SET, _COPY, _BARRIER    # (locals)
-        walk = enumerate(ops if i == 0 else itertools.islice(ops, i, None), i)
-        for i, op in walk:
+        n = len(ops)
+        walk = iter(ops)
+        walk.__setstate__(i)
+        left = walk.__length_hint__         # ops after the current one: n - 1 - its index
+        for op in walk:
             kind = op[0]
             if kind == TIME:
                 dur = op[1]
@@ -677,7 +681,7 @@ class ChipSim:
                         raise ScheduleError(f"{p.name}: two pipes wait on "
                                             f"{self._flag_name(f.key)} at once.")
                     f.waiter = p
-                    p.i, p.t = i, t
+                    p.i, p.t = n - 1 - left(), t
                     yield                           # resumed by the matching set
                     t = p.t                         # (and ``p.i`` moved past the wait)
                     continue
@@ -710,6 +714,7 @@ class ChipSim:
                         t = free
                 if path.gm:
                     p.t = t
+                    i = n - 1 - left()
                     if t > env._now:
                         # started when the clock reaches ``t`` (``_issue_later``); the pipe
                         # stays suspended until the copy has streamed
@@ -737,8 +742,7 @@ class ChipSim:
                         if comp > done:
                             done = comp
                         t = end
-                        for _ in range(m - 1):      # the burst's other reads
-                            next(walk)
+                        walk.__setstate__(i + m)    # past the burst's other reads
                         continue
                     # the copy finished streaming: account for it, then go on
                     start = t

@@ -337,3 +337,19 @@ def test_gather_records_follow_each_chunks_tokens_in_any_order(chip):
                 assert len(recs) == n // 2 and all(r.size_bytes == 2048 for r in recs)
     chunk0 = per_aiv[0][1][0][1]            # block 1 (reversed): its first chunk's first pair
     assert chunk0[0].regions == (("kv", "kv", 0, blocks[1].tokens[0]), ("kv", "kv", 0, blocks[1].tokens[1]))
+
+
+def test_the_built_schedule_is_left_to_the_collectors_permanent_generation(chip):
+    import gc
+    gc.unfreeze()
+    try:
+        s = _sched(chip)
+        gens = gc.get_objects(0) + gc.get_objects(1) + gc.get_objects(2)
+        tracked = {id(o) for o in gens}
+        # the records (tracked containers) are frozen: none is left for the next pass to walk
+        assert gc.get_freeze_count() > 0
+        assert not any(id(prog) in tracked or id(ins) in tracked
+                       for prog in s.cores for instrs in prog.pipes.values() for ins in instrs[:50])
+        assert gc.get_count()[0] < 10
+    finally:
+        gc.unfreeze()
