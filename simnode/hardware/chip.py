@@ -388,21 +388,23 @@ class ChipSim:
         """Start the GM copy at ``ops[i]``, issued at ``p.t``; an MTE2 read with reads after it
         goes as one burst with them if they can go as one (``_burst_len``, ``_burst_start``).
         Returns how many reads it started. A copy of one region starts here (this runs once
-        per GM copy); one descriptor over several regions in ``_gm_regions``."""
-        if p.shadows is not None:
-            return lockstep.issue_group(self, p, ops, i)
+        per GM copy); one descriptor over several regions in ``_gm_regions``; a lock-step
+        group's representative's copies in ``lockstep`` (its group's)."""
         _, ins, path, size = ops[i]
         if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
                 and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
             m = self._burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
             if m > 1:
-                got = self._burst_start(ops, i, m, path, size, p)
+                got = self._burst_start(ops, i, m, path, size, p) if p.shadows is None \
+                    else lockstep.burst(self, p, ops, i, m, path, size)
                 if got > 1:
                     return got
                 # read i - got - 1 may miss: read by read up to it; the whole run if the
                 # first may (a cold or not-allocated run: the rest would mostly miss too)
                 p.no_burst = i + m if got == -1 else i - got
-        if type(ins) is not _Copy or not ins.regions:
+        if p.shadows is not None:
+            lockstep.issue_group(self, p, ins, path, size, i)
+        elif type(ins) is not _Copy or not ins.regions:
             # L2 hit or miss: a miss and a write also stream through HBM
             p.copy_end = -math.inf
             p.copy_parts = 1
@@ -502,11 +504,27 @@ class ChipSim:
 
     def _burst_start(self, ops, i, m, path, size, p) -> int:
         """Start the ``m`` reads from ``ops[i]`` as one transfer at the cap each read would
-        have and return ``m``, if every region they read is in L2 (each read then hits);
-        else start nothing and return -(d + 1), d: the first read (from ``ops[i]``) with a
-        region not in L2. (Not the present reads before d alone: read d, a miss, would start at
-        the burst's end, which rounds differently from the read-by-read end, and which pipe
-        takes a miss can turn on that when two look at the same instant.)"""
+        have and return ``m``, if every region they read is in L2 (``_burst_hits``); else start
+        nothing and return what ``_burst_hits`` returned."""
+        got = self._burst_hits(ops, i, m, size)
+        if got < 0:
+            return got
+        # the cap of an all-hit read as ``_gm_regions`` computes it, so the burst is in the
+        # same class as other pipes' single reads
+        nreg = len(ops[i][1].regions)
+        cap = path.bw * nreg / nreg if nreg else path.bw
+        p.copy_end = -math.inf
+        p.copy_parts = 1
+        self.share.start_cb(size * m, self._res_hit, None, cap, self._copy_done, p)
+        return m
+
+    def _burst_hits(self, ops, i, m, size) -> float:
+        """If every region the ``m`` reads from ``ops[i]`` read is in L2, count each as a hit
+        and return the bytes of one region (each read then hits); else change nothing and
+        return -(d + 1), d: the first read (from ``ops[i]``) with a region not in L2. (Not the
+        present reads before d alone: read d, a miss, would start at the burst's end, which
+        rounds differently from the read-by-read end, and which pipe takes a miss can turn on
+        that when two look at the same instant.)"""
         nreg = len(ops[i][1].regions)
         if nreg:
             keys = []
@@ -524,13 +542,7 @@ class ChipSim:
         if n < len(keys):
             return -(n // (nreg or 1) + 1)
         l2.hit(keys, part)
-        # the cap of an all-hit read as ``_gm_regions`` computes it, so the burst is in the
-        # same class as other pipes' single reads
-        cap = path.bw * nreg / nreg if nreg else path.bw
-        p.copy_end = -math.inf
-        p.copy_parts = 1
-        self.share.start_cb(size * m, self._res_hit, None, cap, self._copy_done, p)
-        return m
+        return part
 
     # -- compiled pipe programs -----------------------------------------------------------
     def _compile(self, p: _Pipe, cache: dict, distinct: list, runs: list = ()) -> list:

@@ -21,7 +21,7 @@ How a group's copy streams (``issue_group``):
 - a read of several regions (a KV gather): split by the representative's own hits, as
   ``ChipSim._gm_regions`` splits a detailed core's, with its group's miss bytes on its miss
   part; and a run of reads that all hit the representative's L2 streams as one burst
-  (``ChipSim._burst_len``) with its shadows' misses on HBM. Its phase follows its own misses.
+  (``ChipSim._burst_len``, ``burst``) with its shadows' misses on HBM. Its phase follows its own misses.
 
 Why a prefill needs several groups (benchmarks/README.md, "Lock-step prefill, round 7"): its
 detailed cores do not stay in step. Their first KV gathers miss by different amounts and, while
@@ -48,18 +48,9 @@ _regions = attrgetter("regions")
 _gm_key = attrgetter("gm_key")
 
 
-def issue_group(sim, p, ops: list, i: int) -> int:
-    """``ChipSim._issue`` for a representative ``p``: the GM copy at ``ops[i]`` with its
-    shadows' at the same op. Returns how many reads it started (a burst's, or 1)."""
-    _, ins, path, size = ops[i]
-    if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
-            and ops[i][0] == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
-        m = sim._burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
-        if m > 1:
-            got = _burst(sim, p, ops, i, m, path, size)
-            if got > 1:
-                return got
-            p.no_burst = i + m if got == -1 else i - got     # as ``ChipSim._issue``
+def issue_group(sim, p, ins, path, size: float, i: int) -> None:
+    """``ChipSim._issue`` for a representative ``p`` (not as a burst, ``burst``): the GM copy
+    ``ins`` at its op ``i`` with its shadows' at the same op."""
     l2, share, g, done = sim.l2, sim.share, p.weight, sim._copy_done
     allocate = ins.l2_hint == "normal"
     p.copy_end = -math.inf
@@ -69,10 +60,10 @@ def issue_group(sim, p, ops: list, i: int) -> int:
             l2.write(q[i].gm_key, size, allocate)
         p.copy_parts = 1
         share.start_cb(size, sim._res_miss, (g, g), path.bw, done, p)
-        return 1
+        return
     if type(ins) is _Copy and ins.regions:
         _regions_copy(sim, p, ins, path, size, i, allocate)
-        return 1
+        return
     hits = l2.read(ins.gm_key, size, allocate)
     for q in p.shadows:
         hits += l2.read(q[i].gm_key, size, allocate)
@@ -82,7 +73,6 @@ def issue_group(sim, p, ops: list, i: int) -> int:
         share.start_cb(size, sim._res_hit, (float(hits),), path.bw, done, p)
     if misses:                              # the miss class: one per core that missed
         share.start_cb(size, sim._res_miss, (misses, misses), path.bw, done, p)
-    return 1
 
 
 def _regions_copy(sim, p, ins, path, size, i, allocate) -> None:
@@ -111,27 +101,15 @@ def _regions_copy(sim, p, ins, path, size, i, allocate) -> None:
                    path.bw * (n - hits) / n, done, p)
 
 
-def _burst(sim, p, ops, i, m, path, size) -> int:
+def burst(sim, p, ops, i, m, path, size) -> int:
     """``ChipSim._burst_start`` for a group: the representative's ``m`` reads as one transfer
-    if every region they read is in L2 (returns ``m``; the shadows look theirs up, their misses
-    go on HBM), else nothing started and -(d + 1), d: its first read with a region not in L2."""
+    if every region they read is in L2 (``ChipSim._burst_hits``; returns ``m``; the shadows
+    look theirs up, their misses go on HBM), else what ``_burst_hits`` returned."""
+    part = sim._burst_hits(ops, i, m, size)
+    if part < 0:
+        return part
     nreg = len(ops[i][1].regions)
-    if nreg:
-        keys = []
-        for k in range(i, i + m):
-            regions = ops[k][1].regions
-            if len(regions) != nreg:
-                return -(k - i + 1)
-            keys.extend(regions)
-        part = size / nreg
-    else:
-        keys = [ops[k][1].gm_key for k in range(i, i + m)]
-        part = size
     l2 = sim.l2
-    n = l2.present(keys)
-    if n < len(keys):
-        return -(n // (nreg or 1) + 1)
-    l2.hit(keys, part)
     # the shadows' reads of the same ops, in one lookup when all are present (the usual case)
     seg = _chain(q[i:i + m] for q in p.shadows)
     shadow = list(_chain(map(_regions, seg))) if nreg else list(map(_gm_key, seg))
