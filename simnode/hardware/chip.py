@@ -249,7 +249,7 @@ class ChipSim:
                     continue
                 stats = run.pipe_stats[(prog.core, unit, pipe)] = PipeStats()
                 if rep is not None:
-                    copies.append((rep_stats[(rep, unit, pipe)], stats, len(instrs)))
+                    copies.append(((rep, unit, pipe), stats, len(instrs)))
                     continue
                 rep_stats[(prog.core, unit, pipe)] = stats
                 cyc = self._aic_cycle_ns if unit == "aic" else self._aiv_cycle_ns
@@ -266,6 +266,7 @@ class ChipSim:
                     p.shadows = [q.pipes[(unit, pipe)] for q in reps[prog.core]]
                     p.weight = float(len(p.shadows) + 1)
                 pipes.append(p)
+        copies = [(rep_stats[key], stats, n) for key, stats, n in copies]
         self._pipes.extend(pipes)
         self.share.sync()
         self._l2_base = (self.share.bytes_by_resource[self.r_l2], self.l2.hits, self.l2.misses)

@@ -241,3 +241,12 @@ def test_cores_of_each_shape_are_dealt_round_robin():
     assert lockstep_groups(shapes, 2) == [(0, 3, 6), (1, 5)]      # 4 and 7: one group each
     assert lockstep_groups(shapes, 3) == [(0, 5), (1, 6)]     # (3,), (4,), (7,) run alone
     assert lockstep_groups(shapes, 8) == []                   # every core its own: detailed
+
+
+def test_a_representative_may_come_after_its_shadows(chip):
+    # a group is named by its cores, representative first, in any order of the schedule's cores
+    def make():
+        return KernelSchedule("late rep", [_reads(c, 2) for c in range(4)], lockstep=[(3, 0, 1, 2)])
+    (a, na), (b, nb) = _both(chip, make)
+    assert (na, nb) == (8, 2)
+    _same_times(a, b)
