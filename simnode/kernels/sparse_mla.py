@@ -103,10 +103,11 @@ class SparseMlaParams:
     sinks: bool = param(True, "attention sinks in the softmax denominator")
     seed: int = param(0, "seed of the uniform top-k token selection", unit="1", min=0)
     num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
-    lockstep_groups: int = param(LOCKSTEP_GROUPS, "prefill: simulate one representative core "
-                                 "per group of that many (simnode.hardware.lockstep; 8 keep the "
-                                 "makespan within 0.1% of every core's from n_q 128 to 4096); "
-                                 "0 = every core", unit="groups", min=0, origin="reasoned")
+    lockstep_groups: int = param(LOCKSTEP_GROUPS, "prefill: lock-step groups its cores are dealt "
+                                 "into, each simulated as one representative core "
+                                 "(simnode.hardware.lockstep; 8 keep the makespan within 0.1% of "
+                                 "every core's from n_q 128 to 4096 at kv_len 8192); 0 = every core",
+                                 unit="groups", min=0, origin="reasoned")
     kernel_launch_ns: float = param(KERNEL_LAUNCH_NS, "kernel launch + InitSocState (facts 1.2, S6)",
                                     unit="ns", min=0, origin="sourced")
     cold_start_ns: float = param(COLD_START_NS, "per-launch cold-start cost beyond the launch, "

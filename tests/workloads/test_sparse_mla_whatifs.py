@@ -178,3 +178,13 @@ def test_a_prefill_runs_in_lock_step_groups_and_says_so(go):
     assert names(reduced)["hbm_bytes"] == pytest.approx(names(full)["hbm_bytes"], rel=1e-9)
     assert reduced.makespan_ns != full.makespan_ns
     assert reduced.makespan_ns == pytest.approx(full.makespan_ns, rel=1e-3)
+
+
+@pytest.mark.parametrize("value, expected", [("-1", "expected an integer >= 0"),
+                                             ("2.5", "expected an integer")])
+def test_cli_rejects_a_bad_lockstep_groups_naming_the_field(cli, topology_path, repo_root, user_error,
+                                                            value, expected):
+    res = cli("run", topology_path, repo_root / "workloads" / "sparse-mla-prefill.yaml",
+              "--set", f"lockstep_groups={value}")
+    user_error(res, "sparse-mla-prefill.yaml (with --set overrides)", f"lockstep_groups = {value}",
+               expected)
