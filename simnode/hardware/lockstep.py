@@ -110,14 +110,10 @@ def burst(sim, p, ops, i, m, path, size) -> int:
         return part
     nreg = len(ops[i][1].regions)
     l2 = sim.l2
-    # the shadows' reads of the same ops, in one lookup when all are present (the usual case)
+    # the shadows' reads of the same ops, in one pass when all are present (the usual case)
     seg = _chain(q[i:i + m] for q in p.shadows)
     shadow = list(_chain(map(_regions, seg))) if nreg else list(map(_gm_key, seg))
-    if l2.present(shadow) == len(shadow):
-        l2.hit(shadow, part)
-        miss = 0
-    else:
-        miss = len(shadow) - l2.read_many(shadow, part, ops[i][1].l2_hint == "normal")
+    miss = len(shadow) - l2.read_all(shadow, part, ops[i][1].l2_hint == "normal")
     p.copy_end = -math.inf
     p.copy_parts = 1
     g = p.weight

@@ -250,3 +250,25 @@ def test_a_representative_may_come_after_its_shadows(chip):
     (a, na), (b, nb) = _both(chip, make)
     assert (na, nb) == (8, 2)
     _same_times(a, b)
+
+
+def test_read_all_is_read_many():
+    # the shadows' burst lookups: one C-level pass when every region is present, else read by
+    # read; the same hits, misses, bytes, evictions and LRU order as read_many, also when an
+    # absent region (or None) comes after present ones and its allocation evicts
+    import random
+    from simnode.hardware.memory import L2Cache
+    rng = random.Random(7)
+    for trial in range(200):
+        a, b = L2Cache(40 * 64), L2Cache(40 * 64)
+        for l2 in (a, b):
+            for k in range(30):
+                l2.read(("r", k), 64)
+        for _ in range(20):
+            keys = [rng.choice([("r", rng.randrange(45)), ("r", rng.randrange(30)), None])
+                    for _ in range(rng.randrange(1, 12))]
+            allocate = rng.random() < 0.8
+            assert a.read_many(keys, 64, allocate) == b.read_all(keys, 64, allocate)
+            assert list(a._lru.items()) == list(b._lru.items())
+            assert (a.hits, a.misses, a.hit_bytes, a.miss_bytes, a.evictions, a.used_bytes) == \
+                (b.hits, b.misses, b.hit_bytes, b.miss_bytes, b.evictions, b.used_bytes)
