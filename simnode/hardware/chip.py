@@ -84,6 +84,7 @@ class ChipRun:
     hbm_bytes: float = 0.0
     l2_hits: int = 0
     l2_misses: int = 0
+    lockstep_groups: int = 0    #: lock-step groups run as one representative core each
 
     @property
     def makespan_ns(self) -> float:
@@ -237,7 +238,7 @@ class ChipSim:
         runs: dict = {}                     # and its repeated runs that hold (``repeat_runs``)
         schedule.check(self.chip, distinct, runs, frozenset(shadow_of))
         now = self.env.now
-        run = ChipRun(schedule, now, now)
+        run = ChipRun(schedule, now, now, lockstep_groups=len(reps))
         chip = self.chip
         pipes = []
         copies = []                         # (representative's stats, shadow's stats, records)

@@ -94,6 +94,8 @@ def chip_kind_result(name: str, kind: str, topology, schedule, options, bound: d
                fig("hbm_bytes", run.hbm_bytes, "B", "bytes to and from HBM", digits=0),
                fig("hbm_GBps", hbm_GBps, digits=3), fig("hbm_util_frac", hbm_util, doc="share of HBM bandwidth")]
     values = {k: v for k, v in schedule.meta.items() if k != "kind"}
+    if not run.lockstep_groups:             # groups the generator declared, not run (a trace)
+        values.pop("lockstep_groups", None)
     values.update(extra or {})
     for term in ("compute_ns", "l2_ns", "hbm_ns"):
         if term in bound:

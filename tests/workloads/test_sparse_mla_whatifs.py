@@ -188,3 +188,15 @@ def test_cli_rejects_a_bad_lockstep_groups_naming_the_field(cli, topology_path, 
               "--set", f"lockstep_groups={value}")
     user_error(res, "sparse-mla-prefill.yaml (with --set overrides)", f"lockstep_groups = {value}",
                expected)
+
+
+def test_a_traced_prefill_runs_every_core_and_does_not_claim_groups(topo, tmp_path):
+    # a trace shows every core, so the run is the detailed form: lockstep_groups=0's makespan
+    # (to rounding: a traced run also reads read by read, ``ChipSim(gm_bursts=...)``) and no
+    # lockstep_groups figure
+    from simnode.workloads.registry import RunOptions
+    traced = run(topo, BASE, RunOptions(trace_path=str(tmp_path / "t.json")))
+    full = run(topo, {**BASE, "lockstep_groups": 0})
+    names = {f.name for f in traced.kernels[0].figures}
+    assert "lockstep_groups" not in names
+    assert traced.makespan_ns == pytest.approx(full.makespan_ns, rel=1e-9)
