@@ -227,16 +227,13 @@ class ChipSim:
         # lock-step groups (``simnode.hardware.lockstep``): a representative core runs for its
         # group; the others' statistics are its own (copied when it ends, ``_run``), in their
         # own places of ``pipe_stats``
-        reps, shadow_of = {}, {}
-        if self.lockstep and schedule.lockstep and not self.tracer.enabled:
-            progs = {prog.core: prog for prog in schedule.cores}
-            for group in schedule.lockstep:
-                reps[group[0]] = [progs[c] for c in group[1:] if c in progs]
-                for c in group[1:]:
-                    shadow_of[c] = group[0]
+        groups = schedule.lockstep if self.lockstep and not self.tracer.enabled else ()
+        shadow_of = {c: group[0] for group in groups for c in group[1:]}
         distinct: dict = {}                 # each pipe's distinct records, found by the check
         runs: dict = {}                     # and its repeated runs that hold (``repeat_runs``)
         schedule.check(self.chip, distinct, runs, frozenset(shadow_of))
+        progs = {prog.core: prog for prog in schedule.cores}
+        reps = {group[0]: [progs[c] for c in group[1:]] for group in groups}
         now = self.env.now
         run = ChipRun(schedule, now, now, lockstep_groups=len(reps))
         chip = self.chip

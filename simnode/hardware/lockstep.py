@@ -88,11 +88,7 @@ def _regions_copy(sim, p, ins, path, size, i, allocate) -> None:
     for q in p.shadows:
         miss += n - l2.read_many(q[i].regions, part, allocate)
     if hits == n:
-        p.copy_parts = 1
-        if miss:
-            share.start_cb(size, sim._res_miss, (g, miss / n), path.bw, done, p)
-        else:
-            share.start_cb(size, sim._res_hit, (g,), path.bw, done, p)
+        _all_hit(sim, p, size, path.bw, miss / n)
         return
     p.copy_parts = (hits > 0) + 1
     if hits:
@@ -115,11 +111,15 @@ def burst(sim, p, ops, i, m, path, size) -> int:
     shadow = list(_chain(map(_regions, seg))) if nreg else list(map(_gm_key, seg))
     miss = len(shadow) - l2.read_all(shadow, part, ops[i][1].l2_hint == "normal")
     p.copy_end = -math.inf
-    p.copy_parts = 1
-    g = p.weight
-    if miss:
-        sim.share.start_cb(size * m, sim._res_miss, (g, miss / (nreg or 1) / m), path.bw,
-                           sim._copy_done, p)
-    else:
-        sim.share.start_cb(size * m, sim._res_hit, (g,), path.bw, sim._copy_done, p)
+    _all_hit(sim, p, size * m, path.bw, miss / (nreg or 1) / m)
     return m
+
+
+def _all_hit(sim, p, size: float, cap: float, misses: float) -> None:
+    """One transfer for a group whose representative hit every region: on L2 with the
+    group's weight, and on HBM with its shadows' ``misses`` (copies' worth) if any."""
+    p.copy_parts = 1
+    if misses:
+        sim.share.start_cb(size, sim._res_miss, (p.weight, misses), cap, sim._copy_done, p)
+    else:
+        sim.share.start_cb(size, sim._res_hit, (p.weight,), cap, sim._copy_done, p)

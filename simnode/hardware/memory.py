@@ -71,11 +71,9 @@ class L2Cache:
         regions moved before the absent one are moved again, in the same order, so the LRU
         order is ``read_many``'s. Returns how many hit."""
         try:
-            deque(map(self._lru.move_to_end, keys), 0)  # (KeyError at an absent region, or None)
+            self.hit(keys, size_bytes)              # (KeyError at an absent region, or None)
         except KeyError:
             return self.read_many(keys, size_bytes, allocate)
-        self.hit_bytes += size_bytes * len(keys)
-        self.hits += len(keys)
         return len(keys)
 
     def present(self, keys) -> int:

@@ -27,15 +27,17 @@ MAX_BLOCKS = 200_000
 MAX_SELECTED_ROWS = 12_800_000
 
 
+def items(params: dict) -> int:
+    """Work items of a run (one query x one block of ``heads_per_core`` heads)."""
+    queries = params["n_q"] if params["mode"] == "prefill" else params["batch"] * params["s_q"]
+    return queries * max(1, params["heads"] // max(1, params["heads_per_core"]))
+
+
 def work(params: dict) -> tuple[int, int]:
     """(pipeline blocks, selected rows) of a run, from its fields alone (no schedule)."""
-    if params["mode"] == "prefill":
-        queries, ks = params["n_q"], (params["topk"],)
-    else:
-        queries, ks = params["batch"] * params["s_q"], (params["topk_main"], params["topk_extra"])
-    items = queries * max(1, params["heads"] // max(1, params["heads_per_core"]))
-    blocks = items * sum(-(-k // params["b_topk"]) for k in ks)
-    return blocks, items * sum(ks)
+    ks = (params["topk"],) if params["mode"] == "prefill" else (params["topk_main"], params["topk_extra"])
+    n = items(params)
+    return n * sum(-(-k // params["b_topk"]) for k in ks), n * sum(ks)
 
 
 def cost(topology, params: dict) -> float:
@@ -44,11 +46,9 @@ def cost(topology, params: dict) -> float:
     simulated (decode, a small prefill, ``lockstep_groups=0``) takes ~2x as long (17-18 s
     for the default prefill, measured whole process)."""
     blocks, rows = work(params)
-    queries = params["n_q"] if params["mode"] == "prefill" else params["batch"] * params["s_q"]
-    items = queries * max(1, params["heads"] // max(1, params["heads_per_core"]))
     cores = params["num_cores"] or topology.chip.num_ai_cores
     grouped = params["mode"] == "prefill" and params["lockstep_groups"] > 0 \
-        and items // cores >= LOCKSTEP_MIN_ITEMS
+        and items(params) // cores >= LOCKSTEP_MIN_ITEMS
     return max(blocks, rows / 64) * REFERENCE.seconds / 40960 * (1.0 if grouped else 2.0)
 
 
