@@ -41,7 +41,7 @@ A member is one module that gives:
    copy) that gives ``build()`` (``kernel.new_network``, its resources, ``attach``),
    ``prepare(kind)`` (per-kind resources and per-row times), ``dispatch_rank(r, t)`` and
    ``combine_rank(r, t)`` (SimPy generators that start with ``kernel_start`` and end with
-   ``kernel_end``, and call ``barrier``, ``local_work``, ``post``), ``chip_groups()`` (the
+   ``kernel_end``, and call ``barrier``, ``arrive``, ``local_work``, ``post``), ``chip_groups()`` (the
    chip resources its result reports), ``entry`` / ``exit`` if its kernels fence, and
    ``DISPATCH_DTYPES`` (the dtypes it moves, checked by ``fields.check_dtype``). Every
    payload byte it puts on the network is added to ``payload_sent``: the frame checks it
@@ -57,7 +57,9 @@ and a status block per (source, expert), ``counted_row_bytes`` their benchmark's
 kernels derive ``EPKernel`` + ``AivCopies``: dispatch quantizes in UB (``copy_ns`` and the
 vector rate), every AIV writes its rows into the peers' windows (``chain`` of ``copy_flow``
 pushes, one per (peer, rows)), writes a status flag per (source, expert) and polls the
-incoming ones (a ``barrier`` per expert owner, or flags as events), then copies the window
-to the expert-contiguous output (``local_work``); combine writes each expert row back to its
-source's window and sums the top-k rows there, weighted (``local_work`` on the AIV pool).
+incoming ones (``arrive``: one counted event per expert owner, set when a source's rows
+have landed), then copies the window to the expert-contiguous output (``local_work``);
+combine writes each expert row back to its source's window and sums the top-k rows there,
+weighted (``local_work`` on the AIV pool). The double-buffered window is plan state (which
+half a call uses); the dtypes, window sizes and API limits are its size check's.
 """

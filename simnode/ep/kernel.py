@@ -8,11 +8,12 @@ end, fails if a rank never finished (a barrier nobody completed), writes the tra
 checks conservation (every planned byte sent once) and returns a ``PhaseRun``.
 
 Shared mechanisms: ``barrier`` (each rank issues its stores, waits for the last rank's and
-for the farthest path), ``kernel_start`` / ``kernel_end`` (launch, then the member's
-``entry``; the member's ``exit``: the hooks a MoE layer calls when it runs a kernel's parts
-itself), ``local_work`` (transfers on a rank's own resources, no network part) and
-``post`` (keep a group of messages for the trace). ``new_network`` and ``rank_hbm`` build
-what every member posts on.
+for the farthest path), ``arrive`` (the counted event under a barrier or a flag),
+``kernel_start`` / ``kernel_end`` (launch, then the member's ``entry``; the member's
+``exit``: the hooks a MoE layer calls when it runs a kernel's parts itself),
+``local_work`` (transfers on a rank's own resources, no network part) and ``post`` (keep a
+group of messages for the trace). ``new_network`` and ``rank_hbm`` build what every member
+posts on.
 """
 
 from __future__ import annotations
@@ -107,16 +108,22 @@ class EPKernel:
         every rank has issued its own and the last one has travelled the farthest path."""
         env = self.env
         yield env.timeout(work_ns)
-        state = self.arrivals.setdefault(name, [0, env.event()])
-        state[0] += 1
-        if state[0] == self.spec.num_ranks:
-            state[1].succeed()
+        everyone = self.arrive(name, self.spec.num_ranks)
         arrived = env.now
-        yield state[1]
+        yield everyone
         wait = env.now - arrived                           # waiting for slower ranks
         self.barrier_wait_ns[rank] += wait
         self.entry_wait_ns[rank] += wait if name.endswith(".entry") else 0.0
         yield env.timeout(self.max_latency_ns)
+
+    def arrive(self, name: str, expected: int):
+        """Count one arrival at ``name`` (a barrier, a status flag's counter): the event, the
+        same for every caller, fires once ``expected`` arrivals have come."""
+        state = self.arrivals.setdefault(name, [0, self.env.event()])
+        state[0] += 1
+        if state[0] == expected:
+            state[1].succeed()
+        return state[1]
 
     def kernel_start(self, kind: str, rank: int, t: RankTimes):
         """The kernel's launch (``costs.kernel_launch_ns``), then the member's ``entry``."""
