@@ -53,7 +53,6 @@ class AivCopies:
         ports, _ = net.routes.route(src, dst)
         self._paths = [tuple(int(net.ports[q]) for q in row if q >= 0) for row in ports]
         self.pools: dict = {}        #: phase -> share ids of its AIV resources
-        self._aivs: dict = {}
         return float(self.one_way_ns.max()) if R > 1 else 0.0
 
     def copy_ns(self, nbytes: float, pipe: str) -> float:
@@ -68,9 +67,8 @@ class AivCopies:
         ids = np.asarray(self.net.share.add_resources(
             [f"rank{r}.aiv{a}_{phase}" for r in range(R) for a in range(A)], [1.0] * (R * A)),
             dtype=np.int64)
-        self._aivs[phase] = ids.reshape(R, A)
         self.pools[phase] = ids
-        return self._aivs[phase]
+        return ids.reshape(R, A)
 
     def aiv_pool(self, phase: str, work: np.ndarray) -> np.ndarray:
         """The ranks' AIV pools of a phase, from each rank's per-AIV work [R, A] (ns): 1 ns of

@@ -270,7 +270,7 @@ class HccsSim(AivCopies, EPKernel):
             # per-record pull time [s, d] (the peers are the puller's, d's)
             self._pull = np.array([[self.pull_ns(s, d, peers[d]) for d in range(R)] for s in range(R)])
             self.aiv_pool("stage", np.tile(split(p.tokens_per_rank * p.top_k, A) * self.stage_ns(), (R, 1)))
-            self.aiv_resources("pull")
+            self._pullers = self.aiv_resources("pull")
             self._read_port = np.zeros(0, dtype=np.int64)
             if self.costs.remote_read_GBps > 0:
                 self._read_port = np.asarray(self.net.share.add_resources(
@@ -279,7 +279,7 @@ class HccsSim(AivCopies, EPKernel):
                 self.pools["read_serve"] = self._read_port
         else:
             self._push = np.array([[self.push_ns(d, s, peers[d]) for s in range(R)] for d in range(R)])
-            self.aiv_resources("push")
+            self._pushers = self.aiv_resources("push")
             self.aiv_pool("reduce", np.tile(split(p.tokens_per_rank, A) * self.reduce_ns(), (R, 1)))
 
     def chip_groups(self) -> list:
@@ -317,7 +317,7 @@ class HccsSim(AivCopies, EPKernel):
     def dispatch_pulls(self, d: int):
         """Every AIV of d pulls its segments one after another (one MTE2 in flight): an event
         when the last AIV is done."""
-        aivs, row = self._aivs["pull"], float(self.plan.record_bytes)
+        aivs, row = self._pullers, float(self.plan.record_bytes)
         return self.env.all_of([
             self.env.process(self.chain(d, int(aivs[d, a]), pieces, row, self._pull[:, d],
                                         pull=True, read_ports=self._read_port))
@@ -341,7 +341,7 @@ class HccsSim(AivCopies, EPKernel):
         yield from self.kernel_end("combine", d, t)
 
     def combine_pushes(self, d: int):
-        aivs, row = self._aivs["push"], float(self.plan.row_bytes)
+        aivs, row = self._pushers, float(self.plan.row_bytes)
         return self.env.all_of([
             self.env.process(self.chain(d, int(aivs[d, a]), pieces, row, self._push[d]))
             for a, pieces in enumerate(self.plan.aiv_pushes(d)) if pieces])

@@ -40,14 +40,12 @@ DISPATCH_DTYPES = ("fp8", "int8", "bf16")
 
 NUM_RANKS = Param.flat("num_ranks", "int", 0, "ranks, one per chip or die (0 = the topology's "
                        "supernode.num_ranks)", min_value=0, unit="ranks")
-TOKENS_PER_RANK = Param.flat("tokens_per_rank", "int", 16384, "tokens each rank dispatches "
-                             "(facts 2.4, S5)", min_value=1, unit="tokens")
-HIDDEN = Param.flat("hidden", "int", 7168, "hidden size (facts 2.4, S5)", min_value=128,
-                    unit="elements")
-TOP_K = Param.flat("top_k", "int", 6, "experts per token (facts 2.4, S5)", min_value=1,
-                   unit="experts")
+TOKENS_PER_RANK = Param.flat("tokens_per_rank", "int", 16384, "tokens each rank dispatches",
+                             min_value=1, unit="tokens")
+HIDDEN = Param.flat("hidden", "int", 7168, "hidden size", min_value=128, unit="elements")
+TOP_K = Param.flat("top_k", "int", 6, "experts per token", min_value=1, unit="experts")
 NUM_EXPERTS = Param.flat("num_experts", "int", 256, "routed experts, on the ranks in equal "
-                         "contiguous blocks (facts 2.4, S5)", min_value=1, unit="experts")
+                         "contiguous blocks", min_value=1, unit="experts")
 SHAPE = (NUM_RANKS, TOKENS_PER_RANK, HIDDEN, TOP_K, NUM_EXPERTS)
 
 DISPATCH_DTYPE = Param.flat("dispatch_dtype", "str", "fp8", "dispatch payload dtype: FP8 (the "
