@@ -48,16 +48,16 @@ CHILD_TIMEOUT_S = 3600.0        # a size that takes longer is reported as a time
 
 def measure(num_ranks: int) -> dict:
     """Run dispatch and combine at ``num_ranks`` in this process; returns the figures."""
-    import simnode.moe.deepep as deepep_sim
-    from simnode.moe.deepep import DeepEPCosts, DeepEPSim
-    from simnode.moe.deepep_plan import DeepEPParams, build_plan
+    import simnode.ep.kernel as ep_kernel
+    from simnode.ep.deepep import DeepEPCosts, DeepEPSim
+    from simnode.ep.deepep_plan import DeepEPParams, build_plan
+    from simnode.ep.fields import routes as build_routes
     from simnode.units import ns_to_us
-    from simnode.workloads.deepep import build_routes
     from simnode.workloads.loader import load_inputs
 
-    class Simpy:                                  # DeepEPSim builds its env as simpy.Environment()
+    class Simpy:                                  # the EP kernels build their env as simpy.Environment()
         Environment = CountingEnvironment
-    deepep_sim.simpy = Simpy
+    ep_kernel.simpy = Simpy
 
     inp = load_inputs(TOPOLOGY, WORKLOAD, [f"num_ranks={num_ranks}",
                                            f"topology.supernode.num_ranks={num_ranks}",

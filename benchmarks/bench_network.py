@@ -31,7 +31,7 @@ import simpy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simnode.config.topology import load_topology                      # noqa: E402
-from simnode.moe.routing import dest_ranks_per_token, route_supernode  # noqa: E402
+from simnode.ep.routing import dest_ranks_per_token, route_supernode  # noqa: E402
 from simnode.network.bound import busiest_port                          # noqa: E402
 from simnode.network.flows import FlowNetwork                           # noqa: E402
 from simnode.network.urma import RankEndpoints                          # noqa: E402

@@ -1,7 +1,7 @@
 """One expert-parallel MoE layer on one clock: dispatch, expert GEMMs, SwiGLU, combine.
 
 ``MoELayerSim(topology, params, costs, routes_fn).run() -> LayerRun`` runs every rank's
-part of the layer on one ``Fabric`` (``simnode.moe.deepep``): the DeepEP kernels and their
+part of the layer on one ``Fabric`` (``simnode.ep.deepep``): the DeepEP kernels and their
 messages, and each rank's compute kernels as profiled tasks (``simnode.moe.profiles``) on
 the same rank HBM the URMA traffic uses, so overlap, contention and stragglers are
 outcomes of one run. Each rank has two streams: ``comm`` (its communication AIVs:
@@ -44,8 +44,9 @@ import numpy as np
 import simpy
 
 from simnode.moe import profiles
-from simnode.moe.deepep import DeepEPCosts, DeepEPSim, Fabric, RankTimes, build_fabric
-from simnode.moe.deepep_plan import DeepEPParams, DeepEPPlan, build_plan
+from simnode.ep.deepep import DeepEPCosts, DeepEPSim, Fabric, build_fabric
+from simnode.ep.deepep_plan import DeepEPParams, DeepEPPlan, build_plan
+from simnode.ep.phase import RankTimes
 
 OVERLAPS = ("sequential", "two_micro_batch", "fused")
 MAX_ARROWS = 2000                     # fused: sampled arrival arrows kept for the trace
@@ -126,12 +127,8 @@ class MoELayerSim:
         slice of its tokens, in rank order (an iterator)."""
         if params.overlap not in OVERLAPS:
             raise ValueError(f"overlap {params.overlap!r}: expected one of {OVERLAPS}")
-        self.topo = topology
-        self.chip = topology.chip
-        self.spec = topology.supernode
-        self.p = params
-        self.costs = costs
-        self.routes_fn = routes_fn
+        self.topo, self.chip, self.spec = topology, topology.chip, topology.supernode
+        self.p, self.costs, self.routes_fn = params, costs, routes_fn
 
     # -- set-up --------------------------------------------------------------------------------
     def _plans(self) -> list[tuple[slice, DeepEPPlan]]:
@@ -205,7 +202,7 @@ class MoELayerSim:
         A = p.comm_aivs
         read_GBps = A * chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
         write_GBps = A * chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-        recv = int(plan.recv_tokens(include_self=True)[r])
+        recv = int(plan.received()[r])
         if kind == "dispatch":
             epr = p.num_experts // p.num_ranks
             rows = int(plan.expert_tokens[r * epr:(r + 1) * epr].sum())
@@ -326,7 +323,7 @@ class MoELayerSim:
         plan = self.plans[0]
         slice_ready = self.slice_ready[r]
         s0 = env.now
-        yield from sim._kernel_start("fused", r, t)
+        yield from sim.kernel_start("fused", r, t)
         yield from sim.dispatch_prologue(r, t)
         rec.spans.append(Span("comm", "dispatch prologue", s0, env.now))
 
@@ -357,7 +354,7 @@ class MoELayerSim:
 
         yield env.all_of([env.process(send_chunks()), env.process(compute_and_return())])
         s = env.now
-        yield from sim._kernel_end("fused", r, t)
+        yield from sim.kernel_end("fused", r, t)
         rec.spans.append(Span("comm", "exit barrier", s, env.now))
         rec.end_ns = env.now
 

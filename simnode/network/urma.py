@@ -22,7 +22,7 @@ progress (a weight per wire byte, so contention with the links is max-min fair):
   ``peers x urma_wqe_ns_per_peer`` (``spec.wqe_stall_ns(peers)`` is the sum of the two);
 - any ``extra`` resources with their total ``extra_units`` of work.
 
-DeepEP (``simnode.moe.deepep``) and the transport microbenchmark
+DeepEP (``simnode.ep.deepep``) and the transport microbenchmark
 (``simnode.workloads.transport``) post their messages through this one model.
 """
 

@@ -3,7 +3,7 @@
 
 Tokens per expert are given (``m_per_expert: [..]``) or generated: every rank of an EP
 group of ``num_ranks`` routes ``tokens`` tokens to ``top_k`` of ``num_experts`` experts
-(``simnode.moe.routing``, the policies and seeds of the deepep kind), and ``rank``'s local
+(``simnode.ep.routing``, the policies and seeds of the deepep kind), and ``rank``'s local
 experts (experts sit on ranks in contiguous blocks) get what all ranks routed to them.
 The routing fields are not read when ``m_per_expert`` is given.
 Besides the common figures the result gives padding_frac, useful and computed TFLOPS, the
@@ -21,7 +21,7 @@ from simnode.config.params import param, params_of
 from simnode.errors import ConfigError
 from simnode.kernels.grouped_gemm import (CUBE_DTYPE, GroupedGemmParams, grouped_gemm_roofline,
                                           grouped_gemm_schedule)
-from simnode.moe.routing import experts_per_rank, iter_route_supernode
+from simnode.ep.routing import experts_per_rank, iter_route_supernode
 from simnode.report.result import fig
 from simnode.workloads.chiprun import chip_kind_result
 from simnode.workloads.registry import Reference, WorkloadKind, register

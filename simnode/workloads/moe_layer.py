@@ -4,7 +4,8 @@ Dispatch, the expert GEMMs, SwiGLU, combine and the shared experts of every rank
 supernode clock (``simnode.moe.layer``): their messages and kernels share each rank's HBM,
 so overlap, contention and stragglers are outcomes. ``overlap`` picks sequential, two
 micro-batches or a fused kernel; ``comm_aivs`` how many AIVs communication takes while
-compute runs. Routing and the DeepEP costs are the deepep kind's fields (declared there).
+compute runs. The EP shape, routing and solver window are the EP family's fields
+(``simnode.ep.fields``), the DeepEP costs the 950 member's (``simnode.ep.deepep``).
 
 Result (``simnode.report.result``): the header carries ``layer_ns`` (the slowest rank's end,
 also the makespan), ``compute_ns`` and ``comm_ns`` (the straggler's busy time on its compute
@@ -20,26 +21,21 @@ busy fractions over the layer.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from simnode import units
+from simnode.config.params import params_of
+from simnode.ep import fields
+from simnode.ep.deepep import MAX_PAIRS, DeepEPCosts
+from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
-from simnode.moe.deepep import DeepEPCosts
 from simnode.moe.layer import OVERLAPS, LayerParams, MoELayerSim
 from simnode.report.result import KernelRecord, Result, fig
-from simnode.workloads import deepep as deepep_kind
 from simnode.workloads.registry import Field, WorkloadKind, register
 from simnode.workloads.supernode import link_series, link_util
 
-_DEEPEP = {f.name: f for f in deepep_kind.FIELDS}
-#: fields taken as the deepep kind declares them (routing and the DeepEP software costs)
-_SHARED = ("num_ranks", "tokens_per_rank", "hidden", "top_k", "num_experts", "routing",
-           "zipf_exponent", "hot_experts", "hot_share", "routing_file", "seed",
-           "batch_window_ns") + tuple(f.name for f in dataclasses.fields(DeepEPCosts))
-
-FIELDS = tuple(_DEEPEP[n] for n in _SHARED) + (
+FIELDS = (
+    *fields.SHAPE, *fields.ROUTING, fields.BATCH_WINDOW_NS, *params_of(DeepEPCosts),
     Field("intermediate", "int", 2048, "expert FFN intermediate size", min_value=128,
           unit="elements"),
     Field("shared_experts", "int", 1, "shared experts (run on every rank's own tokens)",
@@ -56,10 +52,9 @@ FIELDS = tuple(_DEEPEP[n] for n in _SHARED) + (
 )
 
 
-def _check(topology, params: dict, source: str = "workload"):
+def check(topology, params: dict, source: str = "workload"):
     """The topology at the layer's EP size; routing and sizes checked before any work."""
-    topology = deepep_kind._topology_for(topology, {**params, "send_order": "rank_peer",
-                                                    "jetty_jitter_ns": 0.0}, source)
+    topology = topology_for(topology, params, "moe_layer", source, MAX_PAIRS)
     chip = topology.chip
     aivs = chip.num_ai_cores * chip.aiv_per_core
     if params["comm_aivs"] > aivs or params["comm_aivs"] % chip.aiv_per_core:
@@ -75,22 +70,23 @@ def _check(topology, params: dict, source: str = "workload"):
     return topology
 
 
-def _routes_fn(params: dict, num_ranks: int):
+def routes_fn(params: dict, num_ranks: int):
+    """``MoELayerSim``'s routes: each rank's expert ids restricted to a slice of its tokens."""
     def routes(sl: slice):
-        for topk in deepep_kind.build_routes(params, num_ranks):
+        for topk in fields.routes(params, num_ranks):
             yield topk[sl]
     return routes
 
 
 def run(topology, params: dict, options=None, name: str = "moe_layer"):
-    topology = _check(topology, params)
+    topology = check(topology, params)
     R = topology.supernode.num_ranks
     lp = LayerParams(R, params["tokens_per_rank"], params["hidden"], params["intermediate"],
                      params["num_experts"], params["top_k"], params["shared_experts"],
                      params["shared_intermediate"], params["weight_dtype"], params["overlap"],
                      params["comm_aivs"], params["fused_chunks"], params["batch_window_ns"])
-    costs = DeepEPCosts(**{f.name: params[f.name] for f in dataclasses.fields(DeepEPCosts)})
-    sim = MoELayerSim(topology, lp, costs, _routes_fn(params, R))
+    costs = fields.costs_from(DeepEPCosts, params)
+    sim = MoELayerSim(topology, lp, costs, routes_fn(params, R))
     lr = sim.run()
     if options is not None and getattr(options, "trace_path", None):
         from simnode.moe.layer_trace import write_trace
@@ -139,9 +135,8 @@ def _result(name: str, lr, params: dict) -> Result:
         if kind is None:
             continue
         plan = sim.plan
-        recv = plan.recv_tokens(include_self=True)
-        logical = (plan.sizes.dispatch_logical_bytes if kind == "dispatch"
-                   else plan.sizes.combine_row_bytes)
+        recv = plan.received()
+        logical = plan.counted_row_bytes(kind)
         # from the kernel's start on every rank: a rank that comes early waits at the entry
         # barrier for the others (the layer's imbalance, not the kernel's: its own figure)
         k_ns = np.array([t.end_ns - t.start_ns for t in times]) - sim.entry_wait_ns
@@ -208,4 +203,4 @@ def _result(name: str, lr, params: dict) -> Result:
 
 KIND = register(WorkloadKind("moe_layer", FIELDS, run,
                              "one MoE layer: dispatch, expert GEMMs, SwiGLU, combine on one clock",
-                             needs_supernode=True, check=_check))
+                             needs_supernode=True, check=check))

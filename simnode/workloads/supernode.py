@@ -1,72 +1,31 @@
 """Helpers shared by the workload kinds that run on a supernode (``deepep``, ``deepep_hccs``,
-``transport``).
+``moe_layer``, ``transport``).
 
-``with_num_ranks(topology, num_ranks, kind, source)`` returns the topology at a
-workload's EP size (the workload's ``num_ranks`` overrides ``supernode.num_ranks``, so
-one topology file serves every size) and ``link_util(net)`` the per-link busy fraction
-over time, which ``link_series`` turns into the result's series (series.json of an output
-folder, the report's heat maps).
+``link_util(net)``: the per-link busy fraction over time, which ``link_series`` turns into
+the result's series (series.json of an output folder, the report's heat maps).
+
+For the kinds of the EP family (``simnode.ep``): ``run_kernels(make, phase, ranks, options)``
+runs each phase's kernel (dispatch and combine; combine in a forked process beside dispatch
+where that pays, with a progress line and the trace when asked) and ``ep_result(...)``
+assembles the ``Result``: per kernel its bandwidth by the benchmark's convention, the
+figures the kind adds, wire bytes, phases, hottest links, chip resources and what-ifs; the
+busiest resource over both kernels; the link series.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from simnode.errors import ConfigError
-from simnode.config.supernode import check_shape
 from simnode import units
-from simnode.report.result import Series, fig
+from simnode.ep.kernel import COMPILED_FROM_RANKS
+from simnode.ep.trace import EPTracer
+from simnode.forked import can_fork, in_child
+from simnode.progress import Progress
+from simnode.report.result import KernelRecord, Result, Series, fig
+from simnode.workloads.registry import ALWAYS
 
 LINK_UTIL_MAX_BINS = 64      # time bins kept per link in ``{kernel}_link_util``
-#: the largest flow-solver batching window a supernode kind takes: a window delays each
-#: completion by up to its length, so beyond 100 us (~5% of an EP8 kernel's 1.5-3 ms) a
-#: result is off by more than the model's own error; 1e12 would stretch a run 460,000-fold
-MAX_BATCH_WINDOW_NS = 100_000.0
-
-
-def with_num_ranks(topology, num_ranks: int, kind: str, source: str = "workload"):
-    """The topology at a workload's ``num_ranks`` (0 = the topology's own count); ``kind``
-    and ``source`` (the workload file) name the workload in errors."""
-    if topology.supernode is None:
-        raise ConfigError(topology.source, "supernode", "<missing>",
-                          f"a supernode section: workload kind '{kind}' runs on a supernode")
-    if num_ranks and num_ranks != topology.supernode.num_ranks:
-        spec = dataclasses.replace(topology.supernode, num_ranks=num_ranks)
-        if num_ranks < 2:
-            raise ConfigError(source, "num_ranks", num_ranks, "at least 2 ranks")
-        try:
-            check_shape(spec)
-        except ConfigError as exc:
-            if exc.key_path != "supernode.num_ranks":
-                raise
-            # the count came from the workload: name it, and the topology whose shape limits it
-            raise ConfigError(source, "num_ranks", num_ranks,
-                              f"{exc.expected} (the shape of {topology.source})", exc.hint) from None
-        topology = dataclasses.replace(topology, supernode=spec)
-    return topology
-
-
-
 CHIP_SERIES = ("hbm", "urma_tx", "urma_rx")   # per-rank chip resources kept beside the links
-
-
-#: the most (sender, receiver) pairs with traffic one run may simulate, unless its kind sets
-#: its own: EP1024's all-to-all (1024 x 1023): every pair is a flow with its route, so memory
-#: grows with the pairs
-MAX_PAIRS = 1024 * 1023
-
-
-def check_pairs(pairs: int, num_ranks: int, source: str, key: str = "num_ranks",
-                limit: int | None = None) -> None:
-    """Refuse a run with more communicating pairs than ``limit`` (default ``MAX_PAIRS``),
-    before any work."""
-    limit = MAX_PAIRS if limit is None else limit
-    if pairs > limit:
-        raise ConfigError(source, key, num_ranks,
-                          f"at most {limit:,} communicating (sender, receiver) pairs ({pairs:,} at "
-                          f"{num_ranks} ranks): each is a flow with its route, held in memory")
 
 
 def link_series(kernel: str, util: dict) -> list:
@@ -162,3 +121,117 @@ def network_figures(pr, *what_ifs) -> tuple:
         fig("chip_busiest", pr.busiest, "", "which rank's resource that is"),
         *what_ifs,
         fig("solver_recomputes", pr.solver_recomputes, "solves", "rate solves of the flow network"))
+
+
+# -- the EP family's kinds -----------------------------------------------------------------
+
+#: from this size on, ``simnode run`` simulates combine in a forked process beside dispatch
+#: (RunOptions.jobs >= 2). Below it the fork, the child's own load of numba's code and the
+#: result's pickling cost what they save (measured on the deepep kind, whole process, 2
+#: cores: EP32 1.32-1.37 s with against 1.17-1.34 s without; EP64 even; EP128 2.50 s
+#: against 2.9 s)
+PARALLEL_FROM_RANKS = 64
+#: ... and up to this size: each process holds a network of its own (deepep at EP1024: 882
+#: MiB peak for dispatch's, 1131 for combine's, measured), and at EP2048 one alone peaks at
+#: 3.66 GiB, so two would pass the 4 GiB one run may use
+PARALLEL_UP_TO_RANKS = 1024
+
+
+def two_processes(ranks: int, phase: str) -> bool:
+    """Whether a run of this size and phase may simulate combine beside dispatch."""
+    return phase == "both" and PARALLEL_FROM_RANKS <= ranks <= PARALLEL_UP_TO_RANKS
+
+
+def warm_compiled() -> None:
+    """Import numba and make the engine's compiled dispatchers in this process (~0.2 s at
+    EP128), so that a forked child inherits them; each process still loads the cached machine
+    code of the signatures it calls at its first call."""
+    import simpy
+    from simnode.engine.share import Share
+    Share(simpy.Environment()).compile_now()
+
+
+class SimClock:
+    """A kernel's progress line (on a terminal, or always with --progress): simulated us
+    against the analytical bound, which the kernel cannot beat and typically passes by 5-25%."""
+
+    def __init__(self, label: str, always: bool = False):
+        self.label, self.always, self.bar = label, always, None
+
+    def __call__(self, now_ns: float, bound_ns: float) -> None:
+        if self.bar is None:
+            self.bar = Progress(max(1, round(bound_ns / 1000)), f"{self.label}, simulated/bound us",
+                                enabled=True if self.always else None)
+        self.bar.update(int(now_ns / 1000))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_kernels(make, phase: str, ranks: int, options=None) -> tuple[dict, dict]:
+    """({kind: PhaseRun}, {kind: link_util}) of the kernels ``phase`` names ("both",
+    "dispatch", "combine"), in that order. ``make(tracer, on_progress)`` gives a fresh
+    ``simnode.ep.kernel.EPKernel``. Dispatch and combine are two separate simulations of the
+    same plan (each its own clock and network), so with ``options.jobs`` >= 2 and no trace,
+    combine runs in a forked process beside dispatch at the sizes ``two_processes`` allows,
+    with the result the sequential loop gives; numba is imported once, before the fork, and
+    only combine draws a progress line."""
+    phases = ("dispatch", "combine") if phase == "both" else (phase,)
+    tracer = EPTracer.open(options)
+    show = options is not None and getattr(options, "progress", False)
+    jobs = getattr(options, "jobs", 1) if options is not None else 1
+
+    def one(kind: str, progress: bool = True):
+        clock = SimClock(f"EP{ranks} {kind}", show == ALWAYS) if show and progress else None
+        sim = make(tracer, clock)
+        try:
+            out = sim.run(kind)
+        finally:
+            if clock is not None:
+                clock.close()
+        return out, link_util(sim.net)
+
+    results = {}
+    try:
+        if jobs >= 2 and tracer is None and two_processes(ranks, phase) and can_fork():
+            if ranks >= COMPILED_FROM_RANKS:
+                warm_compiled()
+            combine = in_child(lambda: one("combine"))
+            try:
+                results["dispatch"] = one("dispatch", progress=False)
+            except BaseException:
+                combine.kill()
+                raise
+            results["combine"] = combine.wait()
+        else:
+            for kind in phases:
+                results[kind] = one(kind)
+    finally:
+        if tracer is not None:
+            tracer.close()
+    return {k: results[k][0] for k in phases}, {k: results[k][1] for k in phases}
+
+
+def ep_result(name: str, kind_name: str, runs: dict, util: dict, header: list, gbps_doc: str,
+              network_doc: str, record_figures) -> Result:
+    """The ``Result`` of an EP family kind: ``header`` figures, then per kernel (``runs``,
+    ``util``: ``run_kernels``'s) a record of its GB/s (``gbps_doc``, ``network_doc`` say what
+    is counted), the kind's figures, the network figures and its what-ifs
+    (``record_figures(kind, phase_run) -> (figures, what_if_figures)``); the busiest rank's
+    HBM and the busiest resource over all kernels; the link series."""
+    kernels, series = [], []
+    hbm_util, bottleneck, worst = 0.0, "", -1.0
+    for kind, pr in runs.items():
+        k_util, k_label = kernel_bottleneck(pr)
+        if round(k_util, 9) > round(worst, 9):
+            worst, bottleneck = k_util, f"{k_label} ({kind})"
+        hbm_util = max(hbm_util, pr.resources["hbm"])
+        figures, what_ifs = record_figures(kind, pr)
+        kernels.append(KernelRecord(kind, float(pr.kernel_ns.mean()), pr.bound_ns, k_label, k_util, (
+            *rate_figures(pr, gbps_doc, network_doc), *figures, *network_figures(pr, *what_ifs))))
+        series += link_series(kind, util[kind])
+    header = [*header, fig("hbm_util_frac", hbm_util, doc="the busiest rank's HBM busy share, "
+                           "either kernel")]
+    return Result(name, kind_name, sum(k.time_ns for k in kernels), bottleneck, tuple(kernels),
+                  tuple(header), tuple(series), roofline_ns=sum(pr.bound_ns for pr in runs.values()))

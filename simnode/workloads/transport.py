@@ -26,14 +26,16 @@ import simpy
 
 from simnode import units
 from simnode.errors import ConfigError
-from simnode.moe.deepep_trace import DeepEPTracer, RankTimes
+from simnode.ep import fields
+from simnode.ep.phase import RankTimes
+from simnode.ep.size import check_pairs, with_num_ranks
+from simnode.ep.trace import EPTracer
 from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, Reference, WorkloadKind, register
-from simnode.workloads.supernode import (MAX_BATCH_WINDOW_NS, check_pairs, link_series, link_util,
-                                        with_num_ranks)
+from simnode.workloads.supernode import link_series, link_util
 
 PATTERNS = ("p2p", "ring", "alltoall")
 # a put WQE: 48 B header + one 16 B SGE = one 64 B WQEBB (facts 4.2 step 4's SQE layout)
@@ -44,16 +46,14 @@ MAX_MESSAGES_PER_PEER = 2 ** 30
 
 FIELDS = (
     Field("pattern", "str", "alltoall", "who sends to whom", PATTERNS),
-    Field("num_ranks", "int", 0, "ranks (0 = the topology's supernode.num_ranks)", min_value=0,
-          unit="ranks"),
+    fields.NUM_RANKS,
     Field("bytes_per_peer", "int", 32 * 2**20, "payload bytes each sender puts to each of its peers",
           min_value=1, unit="B"),
     Field("messages_per_peer", "int", 1, "put WQEs the bytes to one peer are split into", min_value=1,
           unit="WQEs", max_value=MAX_MESSAGES_PER_PEER),
     Field("p2p_src", "int", 0, "p2p: the sending rank", min_value=0, unit="1"),
     Field("p2p_dst", "int", 1, "p2p: the receiving rank", min_value=0, unit="1"),
-    Field("batch_window_ns", "number", 0.0, "flow solver batching window: completions this close "
-          "are solved together (0 = exact)", min_value=0, max_value=MAX_BATCH_WINDOW_NS),
+    fields.BATCH_WINDOW_NS,
 )
 
 
@@ -67,7 +67,7 @@ def peers_of(pattern: str, num_ranks: int, p2p_src: int = 0, p2p_dst: int = 1) -
     return [list(range(r)) + list(range(r + 1, R)) for r in range(R)]   # every d != r, in order
 
 
-def _check(topology, params, source: str = "workload"):
+def check(topology, params, source: str = "workload"):
     """The topology at the workload's num_ranks; p2p ranks must exist and differ."""
     topology = with_num_ranks(topology, params["num_ranks"], "transport", source)
     R = topology.supernode.num_ranks
@@ -101,13 +101,9 @@ class TransportSim:
 
     def __init__(self, topology, peers: list[list[int]], bytes_per_peer: int, messages_per_peer: int,
                  batch_window_ns: float = 0.0, tracer=None):
-        self.spec = topology.supernode
-        self.chip = topology.chip
-        self.peers = peers
-        self.bytes_per_peer = bytes_per_peer
-        self.wqes = messages_per_peer
-        self.batch_window_ns = batch_window_ns
-        self.tracer = tracer
+        self.spec, self.chip, self.peers = topology.supernode, topology.chip, peers
+        self.bytes_per_peer, self.wqes = bytes_per_peer, messages_per_peer
+        self.batch_window_ns, self.tracer = batch_window_ns, tracer
 
     def _ranks(self, senders: list, times: dict, pairs: tuple):
         """Every sending rank at once (they all start at 0 and ring their doorbell after the
@@ -180,10 +176,10 @@ class TransportSim:
 
 
 def run(topology, params: dict, options=None, name: str = "transport"):
-    topology = _check(topology, params)
+    topology = check(topology, params)
     spec = topology.supernode
     peers = peers_of(params["pattern"], spec.num_ranks, params["p2p_src"], params["p2p_dst"])
-    tracer = DeepEPTracer.open(options, thread="transport")
+    tracer = EPTracer.open(options, thread="transport")
     try:
         out = TransportSim(topology, peers, params["bytes_per_peer"], params["messages_per_peer"],
                            params["batch_window_ns"], tracer).run()
@@ -236,4 +232,4 @@ def _result(name, spec, params, peers, out) -> Result:
 
 
 KIND = register(WorkloadKind("transport", FIELDS, run, "put microbenchmark (p2p, ring, all-to-all) on a supernode",
-                             needs_supernode=True, check=_check, cost=cost, reference=REFERENCE))
+                             needs_supernode=True, check=check, cost=cost, reference=REFERENCE))

@@ -3,11 +3,11 @@ benchmark's byte convention, per-access costs and the peer what-ifs, errors. Sma
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from simnode.moe.deepep_hccs import HccsCosts, build_hccs_plan, effective_aivs, split
-from simnode.moe.routing import route_supernode
+from simnode.ep.aiv import effective_aivs, split
+from simnode.ep.deepep_hccs import HccsCosts, build_hccs_plan
+from simnode.ep.routing import route_supernode
 from simnode.workloads.loader import load_inputs
 
 TOPO = "topologies/atlas900-a3-superpod.yaml"
@@ -23,7 +23,7 @@ def test_the_plan_counts_every_token_and_expert_pair_once():
     routes = route_supernode(64, 32, 4, 8, "uniform", 0)
     plan = build_hccs_plan(routes, 8, 64, 7168, 4, 32, 48, True)
     assert plan.counts.sum() == 8 * 64 * 4
-    assert plan.recv_rows().sum() == plan.pair_rows().sum() == 8 * 64 * 4
+    assert plan.received().sum() == plan.pair.sum() == 8 * 64 * 4
     # the INT8 record as one copy moves it (X7): row 7168 + scale slot 32 + triple 12
     assert plan.record_bytes == 7212
     # statuses: E / AIVs each, the remainder to the first AIVs
@@ -46,7 +46,7 @@ def test_every_rank_s_aiv_a_pulls_from_the_same_sources_in_the_same_order():
     assert lists[0][0] == [0, 1, 2, 3, 4, 5] and lists[0][47] == [11, 12, 13, 14, 15]
     # and every record is pulled once
     for d in range(16):
-        assert sum(n for pieces in plan.aiv_pulls(d) for _, n in pieces) == plan.recv_rows()[d]
+        assert sum(n for pieces in plan.aiv_pulls(d) for _, n in pieces) == plan.received()[d]
 
 
 @pytest.mark.parametrize("ranks, busy", [(8, 8), (32, 32), (64, 41), (128, 45)])
@@ -61,7 +61,7 @@ def test_combine_shares_the_received_rows_in_status_order():
     plan = _plan(8)
     for d in range(8):
         pushes = plan.aiv_pushes(d)
-        assert [sum(n for _, n in pieces) for pieces in pushes] == list(split(plan.recv_rows()[d], 48))
+        assert [sum(n for _, n in pieces) for pieces in pushes] == list(split(plan.received()[d], 48))
         flat = [s for pieces in pushes for s, n in pieces for _ in range(n)]
         want = [s for s, n in plan.segments(d) for _ in range(n)]
         assert flat == want

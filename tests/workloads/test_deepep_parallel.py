@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-import simnode.workloads.deepep as deepep_kind
+import simnode.workloads.supernode as supernode
+from simnode.ep.deepep import DeepEPSim
 from simnode.errors import ScheduleError
 from simnode.forked import in_child
 
@@ -25,8 +26,8 @@ def run64(cli, repo_root):
 
 def test_two_processes_give_the_one_process_bytes(run64, monkeypatch):
     forks = []
-    real = deepep_kind.in_child
-    monkeypatch.setattr(deepep_kind, "in_child", lambda fn: forks.append(1) or real(fn))
+    real = supernode.in_child
+    monkeypatch.setattr(supernode, "in_child", lambda fn: forks.append(1) or real(fn))
     one = run64("--jobs", "1")
     assert one.code == 0, one.err
     assert forks == []
@@ -39,22 +40,22 @@ def test_two_processes_give_the_one_process_bytes(run64, monkeypatch):
 
 def test_below_the_size_threshold_one_process(cli, repo_root, monkeypatch):
     forks = []
-    monkeypatch.setattr(deepep_kind, "in_child", lambda fn: forks.append(1))
+    monkeypatch.setattr(supernode, "in_child", lambda fn: forks.append(1))
     res = cli("run", repo_root / "topologies" / "atlas950-supernode.yaml",
               repo_root / "workloads" / "deepep-normal.yaml", "--set", "num_ranks=8",
               "--set", "tokens_per_rank=512", "--json", "--jobs", "2")
     assert res.code == 0, res.err
-    assert forks == [] and deepep_kind.PARALLEL_FROM_RANKS > 8
+    assert forks == [] and supernode.PARALLEL_FROM_RANKS > 8
 
 
 def test_an_error_in_the_forked_combine_reaches_the_user(run64, monkeypatch):
-    real = deepep_kind.DeepEPSim.run
+    real = DeepEPSim.run
 
     def failing(self, kind):
         if kind == "combine":
             raise ScheduleError("combine failed on purpose")
         return real(self, kind)
-    monkeypatch.setattr(deepep_kind.DeepEPSim, "run", failing)
+    monkeypatch.setattr(DeepEPSim, "run", failing)
     res = run64("--jobs", "2")
     assert res.code == 2
     assert "combine failed on purpose" in res.err and "Traceback" not in res.err

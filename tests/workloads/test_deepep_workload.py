@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from simnode.workloads.deepep import build_routes
+from simnode.ep import fields
 from simnode.workloads.loader import load_inputs
 
 SMALL = ("--set", "tokens_per_rank=512")
@@ -75,7 +75,7 @@ def test_different_seed_different_routing(repo_root, deepep):
         inp = load_inputs(repo_root / "topologies" / "atlas950-supernode.yaml",
                           repo_root / "workloads" / "deepep-normal.yaml",
                           ["tokens_per_rank=512", "num_ranks=4", f"seed={seed}"])
-        return np.stack(list(build_routes(inp.params, 4)))
+        return np.stack(list(fields.routes(inp.params, 4)))
     assert np.array_equal(routes(3), routes(3))
     assert not np.array_equal(routes(3), routes(4))
     assert deepep("--set", "num_ranks=4", "--set", "seed=3").out != \

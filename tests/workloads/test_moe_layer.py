@@ -94,17 +94,18 @@ def test_every_routed_row_is_computed_once(seed, top_k, tokens, overlap):
     """Over random routings: the grouped GEMMs' valid rows are every routed (token, expert)
     pair once, and their FLOPs are 2 m_e H 2I + 2 m_e I H summed over experts."""
     from simnode.moe.layer import LayerParams, MoELayerSim
-    from simnode.moe.deepep import DeepEPCosts
+    from simnode.ep.deepep import DeepEPCosts
+    from simnode.ep.fields import costs_from
     from simnode.workloads import moe_layer
     inp = load_inputs(TOPOLOGY, LAYER, [f"num_ranks=4", f"tokens_per_rank={tokens}",
                                          f"top_k={top_k}", "num_experts=16", f"seed={seed}",
                                          f"overlap={overlap}", "hidden=1024",
                                          "intermediate=256", "shared_intermediate=256"])
     prm = inp.params
-    topo = moe_layer._check(inp.topology, prm)
+    topo = moe_layer.check(inp.topology, prm)
     lp = LayerParams(4, tokens, 1024, 256, 16, top_k, 1, 256, "fp8", overlap, 64, 2, 2000.0)
-    costs = DeepEPCosts(**{k: prm[k] for k in DeepEPCosts.__dataclass_fields__})
-    lr = MoELayerSim(topo, lp, costs, moe_layer._routes_fn(prm, 4)).run()
+    costs = costs_from(DeepEPCosts, prm)
+    lr = MoELayerSim(topo, lp, costs, moe_layer.routes_fn(prm, 4)).run()
     picks = 4 * tokens * top_k
     assert int(lr.experts.sum()) == picks
     valid = sum(r.valid_rows for r in lr.ranks)

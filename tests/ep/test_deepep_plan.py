@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simnode.moe.deepep_plan import (DeepEPParams, aiv_ranges, build_plan, receive_slots,
+from simnode.ep.deepep_plan import (DeepEPParams, aiv_ranges, build_plan, receive_slots,
                                      record_sizes, token_destinations)
-from simnode.moe.routing import dest_ranks_per_token, route_supernode
+from simnode.ep.routing import dest_ranks_per_token, route_supernode
 
 
 def test_record_sizes_at_the_published_configuration():
-    s = record_sizes(DeepEPParams(num_ranks=8))
+    s = record_sizes(DeepEPParams(8, 16384, 7168, 6, 256, "fp8", "bf16"))
     assert s.hidden_row_bytes == 7168                      # FP8 hidden 7168
     assert s.scales_bytes == 7168 // 128 * 4               # one fp32 scale per 128 channels
     assert s.metadata_bytes == 320                         # 224 + 48 + 24 + 8 = 304 -> 32 B aligned
@@ -72,8 +72,7 @@ def routings(draw):
                 extra = {"hot_experts": list(range(hot)),
                          "hot_share": min(hot, top_k) / top_k * draw(st.floats(0, 1))}
         topk = list(route_supernode(tokens, num_experts, top_k, num_ranks, how, seed, **extra))
-    p = DeepEPParams(num_ranks, tokens, hidden=256, top_k=top_k, num_experts=num_experts,
-                     num_aiv=num_aiv)
+    p = DeepEPParams(num_ranks, tokens, 256, top_k, num_experts, "fp8", "bf16", num_aiv=num_aiv)
     return topk, p
 
 
@@ -127,9 +126,9 @@ def test_plan_counts_conserve_tokens(case):
     again = build_plan(iter(topk), p)
     assert (again.aiv_tokens == plan.aiv_tokens).all() and (again.reduce_rows == plan.reduce_rows).all()
     # network receives exclude self-rank copies
-    assert plan.recv_tokens().tolist() == (plan.pair_tokens.sum(axis=0)
+    assert plan.received(include_self=False).tolist() == (plan.pair_tokens.sum(axis=0)
                                            - np.diag(plan.pair_tokens)).tolist()
-    assert plan.recv_tokens(include_self=True).sum() == plan.pair_tokens.sum()
+    assert plan.received().sum() == plan.pair_tokens.sum()
     # every (token, expert) pick lands on its expert
     assert plan.expert_tokens.sum() == R * p.tokens_per_rank * p.top_k
     # reductions: tokens with >= 2 of their experts on the owner, and those experts' rows
@@ -144,16 +143,16 @@ def test_plan_counts_conserve_tokens(case):
 def test_sqes_pack_six_tokens_when_every_token_goes_to_one_peer(tokens):
     # 2 ranks, 2 experts: every token picks expert 1 (on rank 1): rank 0 sends all, rank 1 none
     topk = [np.ones((tokens, 1), dtype=np.int32)] * 2
-    p = DeepEPParams(2, tokens, hidden=256, top_k=1, num_experts=2)
+    p = DeepEPParams(2, tokens, 256, 1, 2, "fp8", "bf16")
     plan = build_plan(topk, p)
     per_aiv = np.diff(np.append(aiv_ranges(tokens, 64), tokens))
     assert plan.pair_tokens.tolist() == [[0, tokens], [0, tokens]]
     assert plan.pair_sqes.tolist() == [[0, sum(math.ceil(n / 6) for n in per_aiv)], [0, 0]]
-    assert plan.recv_tokens().tolist() == [0, tokens]      # rank 1's own tokens are local
+    assert plan.received(include_self=False).tolist() == [0, tokens]   # rank 1's own are local
 
 
 def test_build_plan_wants_one_routing_per_rank():
-    p = DeepEPParams(4, 8, hidden=256, top_k=1, num_experts=4)
+    p = DeepEPParams(4, 8, 256, 1, 4, "fp8", "bf16")
     with pytest.raises(ValueError, match="routing for 3 ranks, expected 4"):
         build_plan([np.zeros((8, 1), dtype=np.int32)] * 3, p)
     with pytest.raises(ValueError, match="more than 4 ranks"):

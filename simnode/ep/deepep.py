@@ -1,8 +1,10 @@
-"""DeepEP-Ascend dispatch and combine on a supernode, timed on the flow network (facts 4).
+"""The EP family's 950 member: DeepEP-Ascend's normal kernels over URMA (facts 4).
 
-``DeepEPSim(topology, plan, costs, ...)`` runs one kernel (``run("dispatch")`` or
-``run("combine")``) on every rank at once and returns a ``PhaseRun``: each rank's
-kernel time and phase times, bytes, the hottest links and the analytical bound.
+``DeepEPSim(topology, plan, costs, ...)`` (a ``simnode.ep.kernel.EPKernel``) runs one
+kernel (``run("dispatch")`` or ``run("combine")``) on every rank at once and returns a
+``PhaseRun``: each rank's kernel time and phase times, bytes, the hottest links and the
+analytical bound. Its plan is ``simnode.ep.deepep_plan``'s. A MoE layer runs the kernels'
+parts on its own ``Fabric`` (``build_fabric``), beside its compute.
 
 Granularity (the design's "one flow per message"): the 64 AIVs of a rank work on
 equal token ranges and ring their doorbells together, so a rank's kernel is one
@@ -27,8 +29,8 @@ wire byte), so per-message costs and contention are mechanisms, not factors:
   scalar/VF time of combine's sender-side reduction, one local transfer per peer that
   starts with the kernel and runs ahead of the network (the AIVs ring doorbells and go on).
 
-Fixed costs (launch, barriers, routing VF, prefix sums, count exchange, doorbell,
-drain) are phases of the rank process with the measured or reasoned costs of
+Fixed costs (launch, entry and exit barriers, routing VF, prefix sums, count exchange,
+doorbell, drain) are phases of the rank process with the measured or reasoned costs of
 ``DeepEPCosts``; those that talk to every peer grow with the number of ranks.
 """
 
@@ -41,22 +43,25 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from simnode.moe.deepep_plan import DeepEPPlan
-from simnode.network.bound import analytical_bound_ns
+from simnode.config.params import param
+from simnode.ep.deepep_plan import DeepEPPlan
+from simnode.ep.fields import EPCosts
+from simnode.ep.kernel import EPKernel, new_network, rank_hbm
+from simnode.ep.phase import RankTimes
 from simnode.network.flows import FlowNetwork
-from simnode.network.urma import RankEndpoints, busiest
-# RankTimes lives with the trace (the transport kind needs it without importing this module)
-from simnode.moe.deepep_trace import RankTimes  # noqa: F401 (re-exported)
-
-
-#: from this EP size on, a kernel's hundreds of solves over ~R^2 message trains repay
-#: compiling the engine's loops before the first one (speed only; same results)
-COMPILED_FROM_RANKS = 32
+from simnode.network.urma import RankEndpoints
 
 #: how a rank's sends become flows: "rank_peer" = one train per (rank, peer), all at once
 #: (fast; each AIV's share moves in parallel); "jetty_fifo" = one message per (AIV, peer)
 #: in dispatch and per task in combine, each Jetty's in order (exact, ~100x the flows)
 SEND_ORDERS = ("rank_peer", "jetty_fifo")
+#: dispatch dtypes the 950's kernels move (facts 2.4: FP8 with row-major scales)
+DISPATCH_DTYPES = ("fp8", "bf16")
+#: the most (sender, receiver) pairs one run of one train per (rank, peer) may simulate:
+#: EP2048's (2048 x 2047), whose dispatch + combine (8192 tokens per rank) peaked at 3.55 GiB
+#: measured, under the 4 GiB a run may use (~0.9 KiB per pair at the peak); in-order Jetties
+#: keep the family's default (``simnode.ep.size.MAX_PAIRS``)
+MAX_PAIRS = 2048 * 2047
 
 
 def rotation(rank: int, aiv: int, num_ranks: int) -> list:
@@ -67,49 +72,16 @@ def rotation(rank: int, aiv: int, num_ranks: int) -> list:
 
 
 @dataclass(frozen=True)
-class DeepEPCosts:
-    """Software costs of the DeepEP kernels on a 950DT (set in the workload file)."""
-    kernel_launch_ns: float          #: kernel launch + InitSocState (facts 1.2, S6: ~1.9 us)
-    vf_launch_ns: float              #: launching one SIMT VF (facts 1.2, S6: ~0.5 us)
-    histogram_ns_per_token: float    #: routing VF work per token of one AIV's range (S6)
-    slot_assign_ns_per_token: float  #: slot assignment per token of one AIV's range (S6)
-    remote_store_ns: float           #: one round of SIMT remote stores / atomics over UB_MEM
-    barrier_ns: float                #: a cross-rank barrier's own work, before waiting for peers
-    reduce_ops_per_element: float    #: vector ops per element of a reduced BF16 row (cast + add)
-
-
-@dataclass
-class PhaseRun:
-    kind: str                        #: "dispatch" or "combine"
-    ranks: list                      #: RankTimes per rank
-    recv_tokens: np.ndarray          #: records each rank received, its own included (DeepEP's count)
-    recv_remote_tokens: np.ndarray   #: of which came over the network from other ranks
-    logical_bytes_per_token: int     #: DeepEP's benchmark bytes per received token
-    wire_bytes: float                #: bytes the network carried, headers included
-    payload_bytes: float
-    bound_ns: float                  #: busiest port's bytes / bandwidth (no latency, no costs)
-    hottest: list                    #: (resource, bytes, utilization) of the busiest links
-    resources: dict                  #: per-rank chip resources: name -> busiest rank's utilization
-    busiest: dict                    #: name -> that busiest resource, e.g. "rank0.urma_rx"
-    solver_recomputes: int
-    transfers: int
-
-    @property
-    def kernel_ns(self) -> np.ndarray:
-        return np.array([r.end_ns - r.start_ns for r in self.ranks])
-
-    @property
-    def GBps(self) -> np.ndarray:
-        """DeepEP's convention per rank: received tokens x logical bytes / kernel time.
-        ``num_recv_tokens`` counts every record in the receive buffer, the self-rank region
-        too (S6 dispatch.hpp: the rank histogram and receive prefix sums include the rank
-        itself; facts 2.4's 16,384 x 4.44 = 72.7 K records at EP8 count it as well)."""
-        return self.recv_tokens * self.logical_bytes_per_token / self.kernel_ns
-
-    @property
-    def network_GBps(self) -> np.ndarray:
-        """The same with only the records that crossed the network."""
-        return self.recv_remote_tokens * self.logical_bytes_per_token / self.kernel_ns
+class DeepEPCosts(EPCosts):
+    """Software costs of the DeepEP kernels on a 950DT (the deepep kind's fields), in ns;
+    ``reduce_ops_per_element``: per element of a reduced BF16 row (cast + add)."""
+    vf_launch_ns: float = param(doc="one SIMT VF launch", min=0, origin="")
+    histogram_ns_per_token: float = param(doc="routing VF per token of an AIV's range", min=0,
+                                          origin="")
+    slot_assign_ns_per_token: float = param(doc="slot assignment per token of an AIV's range",
+                                            min=0, origin="")
+    barrier_ns: float = param(doc="a cross-rank barrier's own work, before waiting for peers",
+                              min=0, origin="")
 
 
 @dataclass
@@ -132,22 +104,18 @@ class Fabric:
 
 def build_fabric(topology, num_aiv: int, batch_window_ns: float) -> Fabric:
     """A ``Fabric`` for ``topology`` (chip + supernode) with ``num_aiv`` communication AIVs
-    per rank; compiles the engine's loops from ``COMPILED_FROM_RANKS`` ranks on."""
+    per rank."""
     spec, chip = topology.supernode, topology.chip
-    env = simpy.Environment()
-    net = FlowNetwork(env, spec, batch_window_ns=batch_window_ns)
-    share = net.share
-    if spec.num_ranks >= COMPILED_FROM_RANKS:
-        share.compile_now()
+    env, net = new_network(spec, batch_window_ns)
     R, A = spec.num_ranks, num_aiv
     f = chip.aiv_freq_GHz
     per_aiv_mte2 = chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
     per_aiv_mte3 = chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-    ends = RankEndpoints(net, chip.memory.hbm_bandwidth_GBps, chip.memory.hbm_arbitration == "fcfs")
+    ends = RankEndpoints(net, chip.memory.hbm_bandwidth_GBps, hbm=rank_hbm(net, chip))
 
     def per_rank(what, capacity):
-        return np.asarray(share.add_resources([f"rank{r}.{what}" for r in range(R)],
-                                              [capacity] * R), dtype=np.int64)
+        return np.asarray(net.share.add_resources([f"rank{r}.{what}" for r in range(R)],
+                                                  [capacity] * R), dtype=np.int64)
     return Fabric(env, net, ends, per_rank("aiv_mte2", A * per_aiv_mte2),
                   per_rank("aiv_mte3", A * per_aiv_mte3),
                   per_rank("aiv_vec", A * chip.vector.ops_per_cycle["simple"] * f),
@@ -157,7 +125,7 @@ def build_fabric(topology, num_aiv: int, batch_window_ns: float) -> Fabric:
                   if R > 1 else 0.0)
 
 
-class DeepEPSim:
+class DeepEPSim(EPKernel):
     """Dispatch or combine on every rank; see the module docstring."""
 
     def __init__(self, topology, plan: DeepEPPlan, costs: DeepEPCosts, *,
@@ -165,92 +133,59 @@ class DeepEPSim:
                  jetty_jitter_ns: float = 0.0, seed: int = 0, on_progress=None,
                  fabric: Fabric | None = None, name: str = ""):
         """``fabric``: post on this one (a MoE layer's, shared with other kernels and tasks)
-        instead of a fabric of its own; ``name`` tells its barriers from other instances'
-        (e.g. "mb0.dispatch" in a micro-batch), the kernel kind if empty."""
+        instead of a fabric of its own. ``jetty_jitter_ns`` (jetty_fifo only): each Jetty
+        starts its first message after a random delay in [0, jetty_jitter_ns) drawn from
+        ``seed``, so studies can ask whether the Jetties' alignment matters."""
         if send_order not in SEND_ORDERS:
             raise ValueError(f"send_order {send_order!r}; expected one of {SEND_ORDERS}")
-        self.send_order = send_order
-        # jetty_fifo only: each Jetty starts its first message after a random delay in
-        # [0, jetty_jitter_ns) (seeded), so studies can ask whether the Jetties' alignment matters
-        self.jetty_jitter_ns = jetty_jitter_ns
-        self.seed = seed
-        self.topo = topology
-        self.spec = topology.supernode
-        self.chip = topology.chip
-        self.plan = plan
-        self.costs = costs
-        self.batch_window_ns = batch_window_ns
-        self.tracer = tracer
-        #: callback(simulated_ns, bound_ns) after every rate solve, for a progress line
-        self.on_progress = on_progress
-        self.name = name
-        self.payload_sent = 0.0       #: payload bytes its messages carried (conservation)
+        super().__init__(topology, plan, costs, batch_window_ns=batch_window_ns, tracer=tracer,
+                         on_progress=on_progress, name=name)
+        self.send_order, self.jetty_jitter_ns, self.seed = send_order, jetty_jitter_ns, seed
         if fabric is not None:
-            self._attach(fabric)
+            self.use_fabric(fabric)
 
     # -- set-up ------------------------------------------------------------------------------
-    def _build(self) -> None:
-        self._attach(build_fabric(self.topo, self.plan.params.num_aiv, self.batch_window_ns))
+    def build(self) -> None:
+        self.use_fabric(build_fabric(self.topo, self.plan.params.num_aiv, self.batch_window_ns))
 
-    def _attach(self, fab: Fabric) -> None:
+    def use_fabric(self, fab: Fabric) -> None:
+        """Post on ``fab`` from now on (``EPKernel.attach`` with the fabric's resources)."""
         if fab.num_aiv != self.plan.params.num_aiv:
             raise ValueError(f"fabric has {fab.num_aiv} communication AIVs per rank, the plan "
                              f"{self.plan.params.num_aiv}")
-        self.fabric = fab
-        self.env, self.net, self.ends = fab.env, fab.net, fab.ends
-        self.r_hbm, self.r_urma = self.ends.hbm, self.ends.urma
+        self.attach(fab.env, fab.net, fab.max_latency_ns)
+        self.fabric, self.ends = fab, fab.ends
+        self.r_hbm, self.r_urma = fab.ends.hbm, fab.ends.urma
         self.r_mte2, self.r_mte3, self.r_vec, self.r_aiv = fab.r_mte2, fab.r_mte3, fab.r_vec, fab.r_aiv
-        self.max_latency_ns = fab.max_latency_ns
-        R, A = self.spec.num_ranks, self.plan.params.num_aiv
-        self.arrivals: dict = {}
+        R, A = self.spec.num_ranks, fab.num_aiv
         self.jitter = np.random.default_rng([self.seed, 0x4A455454]).uniform(
             0.0, self.jetty_jitter_ns, (R, A)) if self.jetty_jitter_ns > 0 else None
-        self.groups: list = []       # Group of message trains, kept for the trace only
-        self.payload_sent = 0.0
-        self.barrier_wait_ns = np.zeros(R)   #: per rank: time its barriers waited for others
-        self.entry_wait_ns = np.zeros(R)     #: ... of which at the entry barrier
 
-    def _barrier(self, name: str, rank: int, work_ns: float):
-        """Cross-rank barrier: ``work_ns`` of issuing (remote stores, polling), then wait until
-        every rank has issued its own and the last one has travelled the farthest path."""
-        env = self.env
-        yield env.timeout(work_ns)
-        state = self.arrivals.setdefault(name, [0, env.event()])
-        state[0] += 1
-        if state[0] == self.spec.num_ranks:
-            state[1].succeed()
-        arrived = env.now
-        yield state[1]
-        wait = env.now - arrived                           # waiting for slower ranks
-        self.barrier_wait_ns[rank] += wait
-        self.entry_wait_ns[rank] += wait if name.endswith(".entry") else 0.0
-        yield env.timeout(self.max_latency_ns)
+    def chip_groups(self) -> list:
+        return self.ends.groups() + [("aiv_mte2", self.r_mte2), ("aiv_vec", self.r_vec)]
 
-    def _kernel_start(self, kind: str, rank: int, t: RankTimes):
-        """Kernel launch + InitSocState, then the cross-rank entry barrier (facts 4.2 step 1)."""
-        env = self.env
-        t.start_ns = env.now
-        yield env.timeout(self.costs.kernel_launch_ns)
-        s = env.now
-        yield from self._barrier(f"{self.name or kind}.entry", rank, self.costs.barrier_ns)
-        t.mark("entry barrier", s, env.now)
+    def entry(self, kind: str, rank: int, t: RankTimes):
+        """The cross-rank entry barrier after launch + InitSocState (facts 4.2 step 1)."""
+        yield from self._fence(kind, rank, t, "entry")
 
-    def _kernel_end(self, kind: str, rank: int, t: RankTimes):
+    def exit(self, kind: str, rank: int, t: RankTimes):
         """The benchmark's final barrier: every rank's traffic has landed (facts 2.4)."""
+        yield from self._fence(kind, rank, t, "exit")
+
+    def _fence(self, kind: str, rank: int, t: RankTimes, which: str):
         s = self.env.now
-        yield from self._barrier(f"{self.name or kind}.exit", rank, self.costs.barrier_ns)
-        t.mark("exit barrier", s, self.env.now)
-        t.end_ns = self.env.now
+        yield from self.barrier(f"{self.name or kind}.{which}", rank, self.costs.barrier_ns)
+        t.mark(f"{which} barrier", s, self.env.now)
 
     # -- dispatch ------------------------------------------------------------------------------
     def dispatch_rank(self, r: int, t: RankTimes):
         """Rank r's dispatch kernel (a SimPy generator; every rank must run its own)."""
-        yield from self._kernel_start("dispatch", r, t)
+        yield from self.kernel_start("dispatch", r, t)
         yield from self.dispatch_prologue(r, t)
         s = self.env.now
         yield from self.dispatch_sends(r)
         t.mark("URMA transfer + drain", s, self.env.now)
-        yield from self._kernel_end("dispatch", r, t)
+        yield from self.kernel_end("dispatch", r, t)
 
     def dispatch_prologue(self, r: int, t: RankTimes):
         """Dispatch up to its sends: routing and metadata, prefix sums and slots, SQEs and
@@ -265,7 +200,7 @@ class DeepEPSim:
         tokens_per_aiv = math.ceil(p.tokens_per_rank / A)
         routing = env.timeout(c.vf_launch_ns + tokens_per_aiv * c.histogram_ns_per_token)
         meta = p.tokens_per_rank * sz.metadata_bytes
-        metadata = self._local((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]), (meta, meta, 2 * meta))
+        metadata = self.local_work((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]), (meta, meta, 2 * meta))
         yield env.all_of([routing, metadata])
         t.mark("routing + metadata", s, env.now)
         # cross-AIV prefix sums (facts 4.2 step 3): each AIV stores its per-peer counts to GM,
@@ -280,16 +215,16 @@ class DeepEPSim:
         # their receive slots (step 5)
         s = env.now
         sqes = int(plan.aiv_sqes_max[r])
-        sqe_write = self._local((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
+        sqe_write = self.local_work((self.r_mte3[r], self.r_hbm[r]), (sqes * A * sz.sqe_bytes,) * 2)
         own = int(plan.pair_tokens[r, r]) * (sz.hidden_row_bytes + sz.metadata_bytes)
-        self_copies = self._local((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]), (own, own, 2 * own))
+        self_copies = self.local_work((self.r_mte2[r], self.r_mte3[r], self.r_hbm[r]), (own, own, 2 * own))
         yield env.all_of([sqe_write, self_copies])
         t.mark("SQEs + self-rank copies", s, env.now)
         # count exchange (facts 4.2 step 6): a round of rank-count stores (each AIV's lanes
         # take peers AIV, AIV + 64, ... in parallel) and a round of expert-count atomics (AIV
         # 0, one lane per expert), then every owner waits for all ranks' arrivals
         s = env.now
-        yield from self._barrier(f"{self.name or 'dispatch'}.counts", r, 2 * c.remote_store_ns)
+        yield from self.barrier(f"{self.name or 'dispatch'}.counts", r, 2 * c.remote_store_ns)
         t.mark("count exchange", s, env.now)
         # doorbells, then URMA moves every (token, peer) record (facts 4.2 step 7)
         s = env.now
@@ -320,10 +255,8 @@ class DeepEPSim:
             src = np.full(dst.shape, r)
             payload = plan.pair_tokens[r, dst] * float(sz.dispatch_wire_bytes) * share_of
             self.payload_sent += float(payload.sum())
-            group = self.ends.send_many(src, dst, payload, wqes * sz.sqe_bytes, wqes, len(peers),
-                                        tag=(src, dst))
-            if self.tracer is not None:        # the trace reads them; else they go once done
-                self.groups.append(group)
+            group = self.post(self.ends.send_many(src, dst, payload, wqes * sz.sqe_bytes, wqes,
+                                                  len(peers), tag=(src, dst)))
             if on_group is not None:
                 on_group(group)
             yield group
@@ -332,7 +265,7 @@ class DeepEPSim:
     def combine_rank(self, d: int, t: RankTimes):
         """Rank d's combine kernel (a SimPy generator; every rank must run its own)."""
         env = self.env
-        yield from self._kernel_start("combine", d, t)
+        yield from self.kernel_start("combine", d, t)
         s = env.now
         yield env.timeout(self.costs.vf_launch_ns)     # peer infos by a small SIMT VF (step 1)
         t.mark("peer info VF", s, env.now)
@@ -341,7 +274,7 @@ class DeepEPSim:
         s2 = env.now
         yield env.all_of(reductions + self.combine_sends(d))
         t.mark("reduce + URMA transfer + drain", s2, env.now)
-        yield from self._kernel_end("combine", d, t)
+        yield from self.kernel_end("combine", d, t)
 
     def combine_fill(self, d: int, t: RankTimes):
         """The pipeline fill before an AIV's first doorbell: it comes after 8 tasks (facts
@@ -363,7 +296,7 @@ class DeepEPSim:
         memory.hbm_arbitration, decides who yields)."""
         srcs = np.flatnonzero(self.plan.pair_tokens[:, d] > 0)
         rows, units = self._reductions(d, srcs)
-        return [self._local(rows, units * share_of)]
+        return [self.local_work(rows, units * share_of)]
 
     def combine_sends(self, d: int, share_of: float = 1.0) -> list:
         """Events of rank d's sends of ``share_of`` of its rows back to their source ranks."""
@@ -393,11 +326,9 @@ class DeepEPSim:
             n = plan.pair_tokens[dst, d] * share_of
             src = np.full(dst.shape, d)
             self.payload_sent += float((n * sz.combine_wire_bytes).sum())
-            group = self.ends.send_many(src, dst, n * sz.combine_wire_bytes,
-                                        n * sz.combine_wqe_bytes, n, len(peers), tag=(src, dst))
-            if self.tracer is not None:        # the trace reads them; else they go once done
-                self.groups.append(group)
-            work.append(group)
+            work.append(self.post(self.ends.send_many(src, dst, n * sz.combine_wire_bytes,
+                                                      n * sz.combine_wqe_bytes, n, len(peers),
+                                                      tag=(src, dst))))
         return work
 
     def _jetty(self, src: int, aiv: int, messages: list, peers: int):
@@ -438,16 +369,6 @@ class DeepEPSim:
                           (rows + toks) * row], axis=1).astype(float)
         return np.broadcast_to(res, units.shape), units
 
-    def _local(self, rows, units):
-        """Work with no network part, one transfer per row of ``rows`` (resources) and
-        ``units`` (work on each; a single row may be given as tuples): its 'size' is the
-        row's largest unit count, its weights each resource's units per unit of size."""
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1, np.shape(rows)[-1] if np.ndim(rows) else 1)
-        units = np.asarray(units, dtype=float).reshape(rows.shape)
-        size = units.max(axis=1) if units.size else np.zeros(rows.shape[0])
-        weights = units / np.where(size > 0, size, 1.0)[:, None]
-        return self.net.share.start_group(size, rows, weights, np.full(size.shape, np.inf), 0.0)
-
     def _reduce_ns_one_aiv(self, tokens: int, rows_per_token: float) -> float:
         chip, c, p = self.chip, self.costs, self.plan.params
         row = self.plan.sizes.expert_row_bytes
@@ -455,60 +376,3 @@ class DeepEPSim:
         vec = chip.vector.ops_per_cycle["simple"] * chip.aiv_freq_GHz
         return tokens * max(rows_per_token * row / rate,
                             rows_per_token * p.hidden * c.reduce_ops_per_element / vec)
-
-    # -- run -----------------------------------------------------------------------------------
-    def run(self, kind: str) -> PhaseRun:
-        self._build()
-        R = self.spec.num_ranks
-        times = [RankTimes() for _ in range(R)]
-        body = self.dispatch_rank if kind == "dispatch" else self.combine_rank
-        messages = []
-        if self.tracer is not None:
-            self.net.share.on_served = lambda tr: messages.append(
-                (tr.src, tr.dst, tr.start_ns, tr.served_ns + tr.latency_ns)) if tr.src is not None else None
-        if self.on_progress is not None:
-            bound = analytical_bound_ns(self._traffic(kind), self.net.routes)
-            self.net.share.on_rates = lambda now, _rates: self.on_progress(now, bound)
-        procs = [self.env.process(body(r, times[r])) for r in range(R)]
-        self.env.run()
-        if not all(pr.triggered for pr in procs):
-            raise RuntimeError(f"{kind}: ranks did not finish (a barrier never completed)")
-        if self.tracer is not None:
-            for g in self.groups:
-                messages += [(int(a), int(b), g.start_ns, float(t)) for a, b, t in
-                             zip(g.tag[0], g.tag[1], g.arrival_ns)]
-            self.tracer.record(kind, self, times, sorted(messages))
-        return self._result(kind, times)
-
-    def _result(self, kind: str, times: list) -> PhaseRun:
-        plan, net, sz = self.plan, self.net, self.plan.sizes
-        traffic = self._traffic(kind)
-        self._check_conservation(kind, traffic)
-        net.share.sync()
-        # both kernels count the rank's num_recv_tokens from dispatch (facts 2.4): the records
-        # that landed at it, which are also the rows it returns in combine
-        recv, remote = plan.recv_tokens(include_self=True), plan.recv_tokens()
-        logical = sz.dispatch_logical_bytes if kind == "dispatch" else sz.combine_row_bytes
-        horizon = max(tt.end_ns for tt in times)
-        chip_util, chip_busiest = busiest(
-            net, self.ends.groups() + [("aiv_mte2", self.r_mte2), ("aiv_vec", self.r_vec)], horizon)
-        return PhaseRun(kind, times, recv, remote, logical, float(net.port_bytes().sum()),
-                        float(traffic.sum()), analytical_bound_ns(traffic, net.routes),
-                        net.hottest_links(5), chip_util, chip_busiest, net.share.recomputes,
-                        net.share.transfers_started)
-
-    def _traffic(self, kind: str) -> np.ndarray:
-        """[src, dst] payload bytes the kernel sends over the network (no self-rank copies)."""
-        sz = self.plan.sizes
-        pair = self.plan.pair_tokens if kind == "dispatch" else self.plan.pair_tokens.T
-        traffic = pair * (sz.dispatch_wire_bytes if kind == "dispatch" else sz.combine_wire_bytes)
-        np.fill_diagonal(traffic, 0)
-        return traffic
-
-    def _check_conservation(self, kind: str, traffic: np.ndarray) -> None:
-        """Every planned byte was sent exactly once (by this kernel's messages)."""
-        sent = self.payload_sent
-        if not math.isclose(sent, float(traffic.sum()), rel_tol=1e-9):
-            raise RuntimeError(f"{kind}: conservation violated: {sent} payload bytes sent, "
-                               f"{traffic.sum()} planned")
-

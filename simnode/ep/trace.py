@@ -1,6 +1,6 @@
-"""Chrome trace of DeepEP runs: per-rank phase tracks, link utilization, send arrows.
+"""Chrome trace of EP kernel runs: per-rank phase tracks, link utilization, send arrows.
 
-``DeepEPTracer.open(options)`` returns None unless a trace path was asked for. For
+``EPTracer.open(options)`` returns None unless a trace path was asked for. For
 each kernel run it writes: one process per rank (``rankNNN``) with a ``deepep`` thread
 (``thread``: the transport microbenchmark names it ``transport``) holding a span per
 phase; a ``network`` process with a counter track per
@@ -13,26 +13,15 @@ Kernels follow each other on the time axis (combine starts where dispatch ended)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from simnode.engine.trace import Tracer
 
 MAX_ARROWS = 2000            # per kernel: ~0.3 MB of arrows whatever the EP size
 RANK_COUNTERS = ("hbm", "urma_tx", "urma_rx")   # chip resources traced per rank
 
 
-@dataclass
-class RankTimes:
-    """One rank's run of a kernel: its start, end and named phases (the trace's spans)."""
-    start_ns: float = 0.0
-    phases: dict = field(default_factory=dict)   #: phase name -> (start_ns, end_ns)
-    end_ns: float = 0.0
+class EPTracer:
+    """Writes EP kernel runs to one Chrome trace; see the module docstring."""
 
-    def mark(self, name: str, start_ns: float, end_ns: float) -> None:
-        self.phases[name] = (start_ns, end_ns)
-
-
-class DeepEPTracer:
     def __init__(self, tracer: Tracer, max_arrows: int = MAX_ARROWS, thread: str = "deepep"):
         self.tracer = tracer
         self.thread = thread

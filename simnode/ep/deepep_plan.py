@@ -2,8 +2,9 @@
 
 ``record_sizes(p)`` gives the bytes of every record (facts 4.2, 4.3, 2.4);
 ``build_plan(topk_by_rank, p)`` turns each rank's top-k expert ids into a
-``DeepEPPlan``: tokens, send-queue entries and reduction rows per (rank, AIV, peer),
-which the timing model in ``simnode.moe.deepep`` turns into work and flows.
+``DeepEPPlan`` (a ``simnode.ep.phase.TrafficPlan``): tokens, send-queue entries and
+reduction rows per (rank, AIV, peer), which the timing model in ``simnode.ep.deepep``
+turns into work and flows.
 
 Conventions (facts 4.2): rank r's tokens are split into 64 contiguous ranges, one
 per AIV (``ceil(T/64)`` tokens each); a token is sent once per destination rank
@@ -24,24 +25,23 @@ from functools import cached_property
 import numpy as np
 
 from simnode.config.chip import DTYPE_BITS
-from simnode.config.params import param
-from simnode.moe.routing import sort_rows
+from simnode.ep.phase import TrafficPlan
+from simnode.ep.routing import sort_rows
 
 ALIGN_BYTES = 32             # UB/MTE row alignment (facts 1.3, S3)
 
 
 @dataclass(frozen=True)
 class DeepEPParams:
+    """The kernels' shape (the EP family's fields, ``simnode.ep.fields``) and the DeepEP
+    constants the code fixes."""
     num_ranks: int
-    # the deepep workload's fields, declared once here (simnode.config.params)
-    tokens_per_rank: int = param(16384, "tokens each rank dispatches (facts 2.4, S5)",
-                                 unit="tokens", min=1)
-    hidden: int = param(7168, "hidden size (facts 2.4, S5)", unit="elements", min=128)
-    top_k: int = param(6, "experts per token (facts 2.4, S5)", unit="experts", min=1)
-    num_experts: int = param(256, "routed experts (facts 2.4, S5)", unit="experts", min=1)
-    dispatch_dtype: str = param("fp8", "dispatch payload dtype (facts 2.4: FP8 with row-major "
-                                "scales)", choices=("fp8", "bf16"))
-    combine_dtype: str = param("bf16", "combine payload dtype (facts 2.4: BF16)", choices=("bf16",))
+    tokens_per_rank: int
+    hidden: int
+    top_k: int
+    num_experts: int
+    dispatch_dtype: str              #: "fp8" (with row-major scales, facts 2.4) or "bf16"
+    combine_dtype: str               #: "bf16" (facts 2.4)
     scale_block: int = 128           #: channels per FP8 scale (DeepEP's per-128 fp32 scales; exact pack size open, facts 5.6)
     num_aiv: int = 64                #: AIVs per rank, one Jetty each (facts 4.1)
     tokens_per_sqe: int = 6          #: SGE pairs per dispatch SQE (facts 4.2 step 2)
@@ -86,7 +86,7 @@ def record_sizes(p: DeepEPParams) -> RecordSizes:
 
 
 @dataclass(frozen=True)
-class DeepEPPlan:
+class DeepEPPlan(TrafficPlan):
     """Counts per (source rank, destination rank), and per AIV if asked for: only
     ``aiv_tokens`` is [r, a, d] (int32: 256 MB at EP1024, kept only for in-order Jetties);
     SQEs and combine rows per AIV follow from it and are derived per rank (``aiv_sqes_of``,
@@ -102,7 +102,6 @@ class DeepEPPlan:
     reduce_tokens: np.ndarray     #: combine: [d, r] tokens from r with >= 2 experts on d (reduced)
     reduce_rows: np.ndarray       #: combine: [d, r] expert rows those reductions read
     expert_tokens: np.ndarray     #: [e] (token, expert) entries received by expert e
-
 
     def aiv_sqes_of(self, r: int) -> np.ndarray:
         """[a, d] SQEs AIV a of rank r posts for rank d: ceil(tokens / 6), none to itself."""
@@ -144,10 +143,20 @@ class DeepEPPlan:
         """[d, a, r]"""
         return np.stack([self.combine_tasks_of(d) for d in range(self.params.num_ranks)])
 
-    def recv_tokens(self, include_self: bool = False) -> np.ndarray:
-        """[d] tokens rank d receives in dispatch (= partial rows it sends in combine)."""
-        m = self.pair_tokens
-        return m.sum(axis=0) - (0 if include_self else np.diag(m))
+    @property
+    def pair(self) -> np.ndarray:
+        return self.pair_tokens
+
+    def wire_row_bytes(self, kind: str) -> int:
+        """Dispatch: a row and its metadata per (token, remote rank); combine: a BF16 row and
+        its top-k weights."""
+        sz = self.sizes
+        return sz.dispatch_wire_bytes if kind == "dispatch" else sz.combine_wire_bytes
+
+    def counted_row_bytes(self, kind: str) -> int:
+        """DeepEP's benchmark bytes per received token (facts 2.4)."""
+        sz = self.sizes
+        return sz.dispatch_logical_bytes if kind == "dispatch" else sz.combine_row_bytes
 
 
 def _sqes(tokens: np.ndarray, rank: int, per_sqe: int) -> np.ndarray:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simnode.errors import ConfigError
-from simnode.moe.routing import (dest_ranks_per_token, expert_counts, expert_rank,
+from simnode.ep.routing import (dest_ranks_per_token, expert_counts, expert_rank,
                                  load_routing_file, num_dest_ranks, pair_token_counts, route,
                                  route_supernode, tokens_per_dest_rank)
 

@@ -12,10 +12,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from simnode.engine.trace import Tracer
-from simnode.moe.deepep import DeepEPCosts, DeepEPSim, rotation
-from simnode.moe.deepep_plan import DeepEPParams, build_plan
-from simnode.moe.deepep_trace import MAX_ARROWS, DeepEPTracer
-from simnode.workloads.deepep import build_routes
+from simnode.ep.deepep import DeepEPCosts, DeepEPSim, rotation
+from simnode.ep.deepep_plan import DeepEPParams, build_plan
+from simnode.ep.trace import MAX_ARROWS, EPTracer
+from simnode.ep.fields import routes
 from simnode.workloads.loader import load_inputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def make_sim(num_ranks: int, tracer=None, send_order: str = "rank_peer", **field
                       prm["num_experts"], prm["dispatch_dtype"], prm["combine_dtype"],
                       num_aiv=chip.num_ai_cores * chip.aiv_per_core,
                       wqebb_bytes=inp.topology.supernode.wqebb_bytes)
-    plan = build_plan(build_routes(prm, num_ranks), dp)
+    plan = build_plan(routes(prm, num_ranks), dp)
     costs = DeepEPCosts(**{k: prm[k] for k in ZERO_COSTS})
     return DeepEPSim(inp.topology, plan, costs, batch_window_ns=prm["batch_window_ns"],
                      tracer=tracer, send_order=send_order)
@@ -164,14 +164,14 @@ def test_software_costs_only_add_time():
 
 def test_trace_arrows_are_capped_per_kernel(tmp_path):
     path = tmp_path / "t.json"
-    tracer = DeepEPTracer(Tracer(path), max_arrows=7)
+    tracer = EPTracer(Tracer(path), max_arrows=7)
     sim = make_sim(16, tokens_per_rank=256, tracer=tracer)
     run = sim.run("dispatch")
     # an EP128-sized message list (one train per ordered pair) through the same recorder
     n = 128 * 127
     rng = np.random.default_rng(0)
     fake = [(int(s), int(d), 0.0, 1.0) for s, d in rng.integers(0, 16, size=(n, 2))]
-    big = DeepEPTracer(Tracer(tmp_path / "big.json"))
+    big = EPTracer(Tracer(tmp_path / "big.json"))
     big.record("dispatch", sim, run.ranks, fake)
     tracer.close()
     big.close()
