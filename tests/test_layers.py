@@ -18,7 +18,7 @@ LAYERS = (
     ("config", ("simnode.config",)),                         # parameter declarations, specs, files
     ("engine, instructions", ("simnode.engine", "simnode.instr")),   # instr: records, schedules
     ("hardware, network", ("simnode.hardware", "simnode.network")),
-    ("kernels, tile, moe", ("simnode.kernels", "simnode.tile", "simnode.moe")),
+    ("kernels, tile, moe, ep", ("simnode.kernels", "simnode.tile", "simnode.moe", "simnode.ep")),
     ("report", ("simnode.report",)),                         # the result shape and its renderers
     ("workloads", ("simnode.workloads",)),
     # calibrate: the fit's solver, cases and report, which run cases through the commands'

@@ -1,0 +1,1 @@
+"""Expert-parallel (EP) communication kernels: dispatch and combine on a supernode."""
