@@ -6,7 +6,8 @@ downward): ``config`` (parameters declared once, the chip's and supernode's sche
 ``hardware`` (AI-core pipes, L2/HBM) and ``network`` (Clos and mesh, flows), ``kernels``,
 ``tile`` and ``moe`` (schedule generators, the tile language, routing, dispatch and
 combine), ``report`` (the result shape, tables, plots), ``workloads`` (workload kinds, a
-run parsed once) and ``commands`` with ``cli``.
+run parsed once), ``runs`` (the executor, validation cases, regression baselines),
+``calibrate`` (values fitted on measured cases) and ``commands`` with ``cli``.
 """
 
 __version__ = "0.1.0"

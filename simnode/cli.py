@@ -1,13 +1,13 @@
 """Simulate an Ascend 950-class supernode: ``simnode COMMAND ...``.
 
-Every command is a module of ``simnode.commands`` (run, sweep, validate, schedule, describe,
-report, regress; ``simnode COMMAND --help``), found there, not listed here. This module
-builds the parser and turns what goes wrong into what a user should see:
+Every command is a module of ``simnode.commands`` (run, sweep, validate, calibrate,
+schedule, describe, report, regress; ``simnode COMMAND --help``), found there, not listed
+here. This module builds the parser and turns what goes wrong into what a user should see:
 
 - user mistakes (bad files, keys, values, impossible schedules; ``SimnodeError``) and
   usage errors print one line naming what is wrong and exit 2, without a traceback;
 - Ctrl-C prints one line and exits 130 (the executor has stopped any workers); SIGTERM
-  the same way, exit 143 (``simnode.commands.signals.sigterm_as_interrupt``);
+  the same way, exit 143 (``simnode.runs.signals.sigterm_as_interrupt``);
 - a write the file system refuses (a full disk) is one line, exit 2.
 """
 
@@ -76,7 +76,7 @@ def _exit_now(rc: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from simnode.commands.signals import Terminated, sigterm_as_interrupt
+    from simnode.runs.signals import Terminated, sigterm_as_interrupt
     try:
         with sigterm_as_interrupt():
             args = build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from simnode.commands.baselines import FigureRow, figure_value
+from simnode.runs.baselines import FigureRow, figure_value
 
 SCENARIOS = """\
     version: 1
@@ -164,7 +164,7 @@ def test_figure_paths_reach_nested_records():
 
 
 def test_json_rows_stay_strict_json_when_a_zero_baseline_moves():
-    from simnode.commands.baselines import rows_json
+    from simnode.commands.regress import rows_json
     out = rows_json([FigureRow("s", "x", 0.0, 1.0, 0.01), FigureRow("s", "b", "cube", "cube", 0.0)])
     json.dumps(out, allow_nan=False)                       # no Infinity in the output
     assert [r["change_frac"] for r in out["figures"]] == [None, None]

@@ -15,7 +15,7 @@ import yaml
 
 from simnode.config.overrides import parse_assignment
 from simnode.errors import ConfigError
-from simnode.commands.baselines import Scenario, load_scenarios
+from simnode.runs.scenarios import Scenario, load_scenarios
 
 
 def _scenario(sid: str, **over) -> dict:
@@ -186,7 +186,7 @@ def test_scenario_sets_read_back_as_the_same_values():
 def test_a_failed_write_leaves_every_old_baseline_as_it_was(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from simnode.commands.baselines import write_baselines
+    from simnode.runs.baselines import write_baselines
     (tmp_path / "a.json").write_text("old a\n")
     real, calls = Path.write_text, []
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from simnode.commands import executor
 from simnode.commands.sweep import run_sweep
+from simnode.runs import executor
 
 SUPERNODE = "topologies/atlas950-supernode.yaml"
 DEEPEP = "workloads/deepep-normal.yaml"

@@ -9,7 +9,7 @@ import pytest
 
 from simnode.cli import main
 from simnode.errors import ConfigError
-from simnode.commands.validate import load_cases
+from simnode.runs.cases import load_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from simnode.commands.options import cases_path
 from simnode.config.overrides import parse_assignment
 from simnode.errors import ConfigError
-from simnode.commands.validate import REPO_ROOT, cases_path, load_cases
+from simnode.runs.cases import REPO_ROOT, load_cases
 
 SMALL = {"m": 256, "n": 512, "k": 1024}
 

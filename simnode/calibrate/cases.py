@@ -1,13 +1,15 @@
 """The measured cases of a calibration and the runs that evaluate a point.
 
-``parse_fit("KEY=LO:HI")`` -> ``Free`` (``--fit``); ``calibration_cases(topology, cases,
-patterns)``: the cases of a validation-format file (``simnode.commands.validate.load_cases``)
-that a fit uses, each checked to run on ``topology``; ``Problem`` holds what a fit needs (the
-topology, the cases, the free parameters with their kind, the fixed ``--set`` assignments
-and overlays) and ``Problem.evaluate(points)`` parses every case at every point into a
-``RunSpec`` and runs them all at once through the one executor
-(``simnode.commands.executor.execute``: each distinct run once, in worker processes), and
-returns each point's relative errors ``(model - measured) / measured``.
+``prepare(topology, cases_file, ...)`` -> (``Problem``, start point): everything a fit needs,
+checked before anything runs. ``parse_fit("KEY=LO:HI")`` reads a ``--fit`` and
+``parse_starts`` the ``--start`` values; ``calibration_cases(topology, cases, patterns)``:
+the cases of a validation-format file (``simnode.runs.cases.load_cases``) that a fit uses,
+each checked to run on ``topology``; ``Problem`` holds what a fit needs (the topology, the
+cases, the free parameters with their kind, the fixed ``--set`` assignments and overlays)
+and ``Problem.evaluate(points)`` parses every case at every point into a ``RunSpec`` and
+runs them all at once through the one executor (``simnode.runs.executor.execute``: each
+distinct run once, in worker processes), and returns each point's relative errors ``(model
+- measured) / measured``.
 
 A free key is checked before anything runs: its bounds must load (``--set KEY=LO`` and
 ``KEY=HI`` are valid for every case), and a key the loader reads as an integer is fitted
@@ -25,6 +27,8 @@ import numpy as np
 from simnode.calibrate.solver import Free
 from simnode.config.overrides import assignment_text, parse_assignment, parse_value
 from simnode.errors import ConfigError
+from simnode.runs.cases import resolve
+from simnode.runs.entries import in_entry, select, set_key
 
 
 def parse_fit(spec: str) -> tuple[str, float, float]:
@@ -51,8 +55,6 @@ def parse_fit(spec: str) -> tuple[str, float, float]:
 def calibration_cases(topology, cases: list, patterns=()) -> list:
     """The cases a fit uses: those matching ``patterns`` (all if none); each must run on
     ``topology`` (a fit's values belong to one topology)."""
-    from simnode.commands.baselines import select
-    from simnode.commands.validate import resolve
     chosen = select(cases, list(patterns))
     target = Path(topology).resolve()
     for c in chosen:
@@ -67,7 +69,7 @@ def calibration_cases(topology, cases: list, patterns=()) -> list:
 class Problem:
     """A calibration problem; see the module docstring."""
     topology: str
-    cases: list                        #: simnode.commands.validate.Case records
+    cases: list                        #: simnode.runs.cases.Case records
     free: list = field(default_factory=list)   #: Free records
     sets: tuple = ()                   #: the user's --set assignments, for every case
     user_sets: tuple = ()              #: the same (kept for the overlay's record)
@@ -82,7 +84,6 @@ class Problem:
 
     def load(self, case, extra=()):
         """The case's ``RunSpec`` with the fixed sets, the overlays and ``extra`` assignments."""
-        from simnode.commands.validate import resolve
         from simnode.workloads.loader import load_inputs
         workload = str(resolve(case.workload, case.file))
         return load_inputs(str(Path(self.topology)), workload,
@@ -94,8 +95,7 @@ class Problem:
 
     def evaluate(self, points: list) -> list:
         """Relative errors of every case at each point (a point: one value per free key)."""
-        from simnode.commands.executor import execute
-        from simnode.commands.validate import _numeric
+        from simnode.runs.executor import execute
         specs = [self._task(c, p) for p in points for c in self.cases]
         labels = [c.where for _ in points for c in self.cases]
         results = execute(specs, self.jobs, labels=labels, title="calibrate",
@@ -106,12 +106,7 @@ class Problem:
         for i in range(len(points)):
             row = []
             for c, result in zip(self.cases, results[i * n:(i + 1) * n]):
-                out = result.to_dict()
-                if c.metric not in _numeric(out):
-                    raise ConfigError(c.where, c.key_path("metric"), c.metric,
-                                      "a numeric field of the run's JSON result: "
-                                      + ", ".join(_numeric(out)))
-                row.append((float(out[c.metric]) - c.published) / c.published)
+                row.append((c.model_value(result.to_dict()) - c.published) / c.published)
             rows.append(np.array(row))
         if self.verbose:
             import sys
@@ -122,7 +117,7 @@ class Problem:
 
     def current(self, key: str):
         """The value of ``key`` the first case runs with (the fit's start, before clipping)."""
-        from simnode.calibrate.provenance import value_in_use
+        from simnode.runs.provenance import value_in_use
         return value_in_use(self.load(self.cases[0]), key)
 
 
@@ -133,7 +128,6 @@ def _typed(p: Free, v: float):
 def free_params(problem: Problem, specs: list[str]) -> list:
     """The ``--fit`` specs as ``Free`` records, each key checked against every case at both
     bounds; an integer key (as the loader reads it) is fitted over integers."""
-    from simnode.commands.validate import _set_key, in_entry
     out, seen = [], set()
     for spec in specs:
         key, lo, hi = parse_fit(spec)
@@ -145,7 +139,7 @@ def free_params(problem: Problem, specs: list[str]) -> list:
                 try:
                     problem.load(c, [assignment_text(key, v)])
                 except ConfigError as exc:
-                    if _set_key(exc.key_path, [key]) is not None:
+                    if set_key(exc.key_path, [key]) is not None:
                         raise ConfigError("--fit", key, spec.partition("=")[2], f"bounds the run accepts (at {v:g}, "
                                           f"{c.where}: expected {exc.expected})", exc.hint) from None
                     if any(exc.source == o.path for o in problem.overlays):
@@ -171,3 +165,54 @@ def _accepts_fraction(problem: Problem, case, key: str, lo: float, hi: float) ->
         if exc.expected.startswith("an integer"):
             return False
     return True
+
+
+def parse_starts(specs: list, free: list) -> dict:
+    """``--start KEY=VALUE`` -> {key: value}: each a key of a --fit, once, a finite number
+    within its bounds (a whole number for an integer key)."""
+    bounds = {p.key: p for p in free}
+    out = {}
+    for spec in specs:
+        key, value = parse_assignment(spec, "--start")
+        raw = spec.partition("=")[2].strip()
+        p = bounds.get(key)
+        if p is None:
+            raise ConfigError("--start", key, raw, "a key fitted with --fit (fitted: "
+                              + ", ".join(sorted(bounds)) + ")")
+        if key in out:
+            raise ConfigError("--start", key, raw, "each key once")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not p.lo <= value <= p.hi:
+            raise ConfigError("--start", key, raw, f"a number within the --fit bounds {p.lo:g}..{p.hi:g}")
+        if p.integer and not float(value).is_integer():
+            raise ConfigError("--start", key, raw, "a whole number: the key takes integers")
+        out[key] = value
+    return out
+
+
+def prepare(topology, cases_file, patterns=(), fits=(), starts=(), sets=(), overlays=(),
+            jobs: int = 0, verbose: bool = False) -> tuple[Problem, list]:
+    """The calibration problem of ``topology`` on the cases of ``cases_file`` matching
+    ``patterns``, with the free keys of ``fits`` (``--fit`` text), the fixed ``sets``
+    (``--set`` text) and ``overlays`` (``Overlay`` records) for every case, and its start
+    point: a ``starts`` value (``--start`` text) where given, else the value the first case
+    runs with (the middle of the bounds if that is no number). A topology file that names
+    overlays is calibrated as its base, with those overlays beneath the fit. Every case
+    loads and every free key is checked at its bounds before this returns."""
+    from simnode.runs.cases import load_cases
+    from simnode.workloads.loader import check_overlays, with_named_overlays
+    topology, overlays = with_named_overlays(topology, overlays)
+    cases = calibration_cases(topology, load_cases(cases_file), patterns)
+    check_overlays(overlays, topology)
+    problem = Problem(topology, cases, sets=tuple(sets), user_sets=tuple(sets), overlays=overlays,
+                      jobs=jobs, verbose=verbose)
+    for c in cases:
+        problem.load(c)                      # every case loads with the overlays, before any run
+    problem.free = free_params(problem, fits)
+    chosen = parse_starts(starts, problem.free)
+    start = []
+    for p in problem.free:
+        v = chosen[p.key] if p.key in chosen else problem.current(p.key)
+        start.append(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                     else (p.lo + p.hi) / 2)
+    return problem, start

@@ -1,38 +1,17 @@
-"""The subcommands of ``simnode``, one module each, and what they share.
+"""The subcommands of ``simnode``, one module each: argument parsing and printing.
 
 A module with ``register(subparsers)`` is a command (``run``, ``sweep``, ``validate``,
-``schedule``, ``describe``, ``report``, ``regress``): it adds its parser, whose ``func``
-default runs it and returns the exit code; ``ORDER`` places it in ``simnode --help``.
-``simnode.cli`` finds them here (``command_modules``), so adding a command is adding a
-module. The others serve them: ``executor`` (the one executor of runs), ``outdir`` (the
---out folders), ``baselines`` (regression scenarios and baselines).
-
-``jobs_count`` and ``count`` are argparse types: a non-negative integer, or a one-line
-usage error naming the value.
+``calibrate``, ``schedule``, ``describe``, ``report``, ``regress``): it adds its parser,
+whose ``func`` default runs it and returns the exit code; ``ORDER`` places it in ``simnode
+--help``. ``simnode.cli`` finds them here (``command_modules``), so adding a command is
+adding a module. No module imports a command module but ``simnode.cli`` and this package.
+The others serve them: ``options`` (the arguments several commands take), ``outdir`` (the
+--out folders). What the commands run lives below them, in ``simnode.runs`` (the executor,
+validation cases, regression baselines) and ``simnode.calibrate``.
 """
 
-import argparse
 import importlib
 import importlib.util
-
-
-def count(text: str) -> int:
-    """argparse type of a count: an integer >= 0."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0")
-    return n
-
-
-def jobs_count(text: str) -> int:
-    """argparse type of ``--jobs``: a count of worker processes, 0 = one per core."""
-    try:
-        return count(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0 (0 = one per core)") from None
 
 
 def command_module(name: str):

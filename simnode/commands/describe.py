@@ -22,6 +22,7 @@ ORDER = 50
 import json
 from pathlib import Path
 
+from simnode.commands.options import add_overlays, add_sets, overlays_of
 from simnode.config import comments as notes
 from simnode.config import params as declarations
 from simnode.report.columns import align
@@ -34,10 +35,8 @@ def register(subparsers) -> None:
                               "range, where it was set, its source and doc")
     p.add_argument("topology", help="topology YAML (topologies/...)")
     p.add_argument("workload", nargs="?", default=None, help="workload YAML (workloads/...)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="an override, as for `simnode run` (shown as set by --set)")
-    p.add_argument("--topology-overlay", dest="overlays", action="append", default=[], metavar="FILE",
-                   help="a calibration overlay applied first (its values show as calibrated); repeatable")
+    add_sets(p, "an override, as for `simnode run` (shown as set by --set)")
+    add_overlays(p, "a calibration overlay applied first (its values show as calibrated); repeatable")
     p.add_argument("--json", action="store_true", help="print one JSON object, a row per parameter")
     p.add_argument("--comments", action="store_true", help="print each value's file comment below its row")
     p.set_defaults(func=cmd_describe)
@@ -88,8 +87,8 @@ def describe_rows(topology_path, workload_path=None, sets=(), overlays=()) -> li
 def _fitted_on_cases(rows: list[dict]) -> list[dict]:
     """A value a case of the shipped validation file records as fitted on it (``fit:``),
     while the run uses that value, says so: "calibrated on CASE (FILE, fit: WHY)"."""
-    from simnode.calibrate.provenance import calibrated_by
-    from simnode.commands.validate import DEFAULT_CASES, load_cases
+    from simnode.runs.cases import DEFAULT_CASES, load_cases
+    from simnode.runs.provenance import calibrated_by
     if not DEFAULT_CASES.is_file():
         return rows
     cases = [c for c in load_cases(DEFAULT_CASES) if c.fit_pairs]
@@ -159,7 +158,6 @@ def format_rows(rows: list[dict], with_comments: bool = False) -> str:
 
 
 def cmd_describe(args) -> int:
-    from simnode.commands.run import overlays_of
     overlays = overlays_of(args)
     rows = describe_rows(args.topology, args.workload, args.sets, overlays)
     if args.json:

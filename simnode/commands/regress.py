@@ -12,19 +12,26 @@ baseline file, a malformed scenario file, a figure the run's result does not hav
 empty ``--baselines``). ``--update`` runs and checks every selected scenario, shows the same
 diff, then rewrites the selected baselines (all or none) and exits 0: that is the only way
 the JSON files are written.
+
+The scenario file, the baselines and the run are ``simnode.runs.scenarios`` and
+``simnode.runs.baselines`` (``regress``); this command prints their rows (``format_rows``,
+``rows_json``) and writes the baselines.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
-from simnode.commands import jobs_count
+from simnode.commands.options import add_jobs, add_only, add_sets
 from simnode.errors import ConfigError
+from simnode.report.columns import align
+from simnode.runs.cases import REPO_ROOT
 
 ORDER = 70
 #: the baselines shipped with this checkout
-DEFAULT_BASELINES = Path(__file__).resolve().parents[2] / "traces" / "baselines"
+DEFAULT_BASELINES = REPO_ROOT / "traces" / "baselines"
 
 
 def register(subparsers) -> None:
@@ -33,26 +40,15 @@ def register(subparsers) -> None:
     p.add_argument("--baselines", metavar="DIR", default=None,
                    help="folder with scenarios.yaml and one <id>.json per scenario "
                         "(default: traces/baselines/ of this checkout)")
-    p.add_argument("--only", action="append", default=[], metavar="PATTERN",
-                   help="run only scenarios whose id matches this glob (deepep-*); repeatable")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="an override applied to every selected scenario (a what-if: "
-                        "topology.supernode.port_bandwidth_GBps=25.71); not with --update")
-    p.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
+    add_only(p, "run only scenarios whose id matches this glob (deepep-*); repeatable")
+    add_sets(p, "an override applied to every selected scenario (a what-if: "
+                "topology.supernode.port_bandwidth_GBps=25.71); not with --update")
+    add_jobs(p)
     p.add_argument("--update", action="store_true",
                    help="show the diff, then rewrite the selected baselines from this run")
     p.add_argument("--json", action="store_true",
                    help="print the diff as one JSON object (a row per figure); same exit code")
     p.set_defaults(func=cmd_regress)
-
-
-def _recorded_values(path: Path) -> dict | None:
-    """Whatever figure values an old (perhaps stale) baseline holds, for the --update diff."""
-    try:
-        figures = json.loads(path.read_text()).get("figures", {})
-        return {k: v["value"] for k, v in figures.items() if isinstance(v, dict) and "value" in v}
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def baselines_folder(option: str | None) -> Path:
@@ -66,62 +62,17 @@ def baselines_folder(option: str | None) -> Path:
 
 
 def cmd_regress(args) -> int:
-    from simnode.commands.executor import execute
-    from simnode.commands.baselines import (SCENARIOS_FILE, StaleFigures, baseline_path,
-                                            baseline_record, check_figures, check_writable, compare,
-                                            format_rows, load_baseline, load_scenarios,
-                                            resolve_figures, rows_json, select, write_baselines)
-    from simnode.commands.validate import in_entry
-    from simnode.workloads.loader import load_inputs
-
+    from simnode.runs.baselines import regress, write_baselines
     if args.update and args.sets:
         raise ConfigError("--set", "set", args.sets, "no --set together with --update: baselines "
                           "record the scenarios exactly as scenarios.yaml defines them")
     folder = baselines_folder(args.baselines)
-    sfile = load_scenarios(folder / SCENARIOS_FILE)
-    plans = []                 # (scenario, kind, figures, baseline values, spec), all checked before any run
-    stale = []                 # (plan, StaleFigures): checked against a run before advising --update
-    for sc in select(sfile.scenarios, args.only):
-        topology, workload = str(sfile.root / sc.topology), str(sfile.root / sc.workload)
-        sets = sc.sets() + tuple(args.sets)
-        try:
-            inputs = load_inputs(topology, workload, list(sets))
-        except ConfigError as exc:
-            raise in_entry(exc, sfile.where(sc), sc.key_path("set"), sc.sets(), args.sets) from None
-        kind = inputs.kind.name
-        figures = resolve_figures(sfile, sc, kind)
-        baseline = None
-        if args.update:
-            check_writable(baseline_path(folder, sc), sc)
-            baseline = _recorded_values(baseline_path(folder, sc))
-        else:
-            try:
-                baseline = load_baseline(folder, sc, figures)
-            except StaleFigures as exc:
-                stale.append(((sc, kind, figures, None, inputs), exc))
-        plans.append((sc, kind, figures, baseline, inputs))
-
-    def run(selected) -> list[dict]:
-        return [r.to_dict() for r in execute([plan[-1] for plan in selected], args.jobs,
-                                             labels=[sfile.where(plan[0]) for plan in selected],
-                                             title="regress")]
-
-    if stale:
-        # a figure the result lacks is the scenario file's mistake: --update would not help
-        for ((sc, kind, figures, _, _), _), result in zip(stale, run([plan for plan, _ in stale])):
-            check_figures(sfile, sc, kind, figures, result)
-        raise stale[0][1]
-    results = run(plans)
-    if args.update:            # check every scenario before writing any file
-        records = [baseline_record(sfile, sc, kind, figures, result)
-                   for (sc, kind, figures, _, _), result in zip(plans, results)]
-    rows = [row for (sc, _, figures, baseline, _), result in zip(plans, results)
-            for row in compare(sc, figures, baseline, result)]
+    rows, records = regress(folder, args.only, args.sets, args.jobs, args.update)
     print(json.dumps(rows_json(rows), indent=2) if args.json else format_rows(rows))
     if args.update:
         write_baselines(folder, records)
         if not args.json:
-            print(f"recorded {len(plans)} baselines in {folder}")
+            print(f"recorded {len(records)} baselines in {folder}")
         return 0
     if any(r.drifted for r in rows):
         if not args.json:
@@ -129,3 +80,44 @@ def cmd_regress(args) -> int:
                   "`simnode regress --update` (and say why in the commit)")
         return 1
     return 0
+
+
+def _show(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.10g}" if isinstance(value, (int, float)) else str(value)
+
+
+def format_rows(rows: list) -> str:
+    """The diff table and a summary line naming every drifted figure."""
+    header = ["scenario", "figure", "baseline", "now", "change %", "tolerance", "status"]
+    table = [header]
+    for r in rows:
+        change = r.change_frac
+        exact = r.tolerance == 0 or isinstance(r.baseline, str) or isinstance(r.now, str)
+        table.append([r.scenario, r.figure, _show(r.baseline), _show(r.now),
+                      "-" if change is None else f"{100 * change:+.2f}",
+                      "exact" if exact else f"{100 * r.tolerance:g}%", r.status])
+    drifted = [r for r in rows if r.drifted]
+    counts = {s: sum(r.status == s for r in rows) for s in ("same", "ok", "NEW", "DRIFT", "MISSING")}
+    n_scenarios = len({r.scenario for r in rows})
+    summary = (f"{n_scenarios} scenario{'s' * (n_scenarios != 1)}, {len(rows)} figures: "
+               + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    lines = [align(table), summary]
+    if drifted:
+        lines.append("drifted beyond tolerance: " + ", ".join(f"{r.scenario}/{r.figure}" for r in drifted))
+    return "\n".join(lines)
+
+
+def rows_json(rows: list) -> dict:
+    """The diff table as one JSON object: a row per figure and the drifted ones."""
+    return {
+        # change_frac null: not two numbers, or a move away from a baseline of 0 (infinite)
+        "figures": [{"scenario": r.scenario, "figure": r.figure, "baseline": r.baseline,
+                     "now": r.now, "tolerance_frac": r.tolerance, "status": r.status,
+                     "change_frac": r.change_frac if r.change_frac is not None
+                     and math.isfinite(r.change_frac) else None} for r in rows],
+        "scenarios": len({r.scenario for r in rows}),
+        "drifted": [f"{r.scenario}/{r.figure}" for r in rows if r.drifted],
+    }
+

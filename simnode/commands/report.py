@@ -33,7 +33,7 @@ def published_records(cases_path=None) -> list[dict]:
     from pathlib import Path
 
     from simnode.config.overrides import parse_assignment
-    from simnode.commands.validate import DEFAULT_CASES, load_cases
+    from simnode.runs.cases import DEFAULT_CASES, load_cases
     path = Path(cases_path) if cases_path else DEFAULT_CASES
     if cases_path is None and not path.exists():
         return []

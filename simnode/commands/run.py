@@ -16,35 +16,15 @@ import os
 import sys
 from pathlib import Path
 
+from simnode.commands.options import add_inputs, add_jobs, add_list, check_output_path, overlays_of
+
 ORDER = 10
 # The Perfetto UI runs in the browser's memory: plain JSON traces of several hundred MB
 # load slowly or not at all (google/perfetto issue 99: a 900 MB trace crashed the UI).
 HEAVY_TRACE_BYTES = 256 * 2**20
 
 
-def add_inputs(p) -> None:
-    """TOPOLOGY, WORKLOAD, --set and --topology-overlay, as run, sweep and schedule take them."""
-    p.add_argument("topology", help="topology YAML (topologies/...)")
-    p.add_argument("workload", help="workload YAML (workloads/...)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a workload field (m=128) or a topology field "
-                        "(topology.chip.memory.hbm_bandwidth_GBps=5000); repeatable")
-    p.add_argument("--topology-overlay", dest="overlays", action="append", default=[], metavar="FILE",
-                   help="a calibration overlay written by `simnode calibrate` (topologies/calibrated/"
-                        "...), applied before --set; repeatable")
-
-
-def overlays_of(args) -> tuple:
-    """The ``--topology-overlay`` files of ``args``, loaded and checked."""
-    files = getattr(args, "overlays", ())
-    if not files:               # (the overlay module's dataclasses cost ~3 ms to import)
-        return ()
-    from simnode.config.overlay import load_overlay
-    return tuple(load_overlay(o) for o in files)
-
-
 def register(subparsers) -> None:
-    from simnode.commands import jobs_count
     run = subparsers.add_parser("run", help="run one workload and print its result")
     add_inputs(run)
     run.add_argument("--json", action="store_true", help="print one JSON object")
@@ -52,13 +32,12 @@ def register(subparsers) -> None:
                      "(simnode.commands.outdir)")
     run.add_argument("--trace", metavar="FILE", help="write a Chrome Trace Event JSON file (gzip-compressed "
                      "if FILE ends in .gz; Perfetto opens both)")
-    run.add_argument("--trace-scope", action="append", default=[], metavar="PATTERN",
-                     help="trace only threads matching this fnmatch pattern (core00.*); repeatable")
+    add_list(run, "--trace-scope", "PATTERN",
+             "trace only threads matching this fnmatch pattern (core00.*); repeatable")
     run.add_argument("--seed", type=int, default=None,
                      help="random seed: the same as --set seed=N, for kinds with a seed field")
-    run.add_argument("--jobs", type=jobs_count, default=0,
-                     help="processes for the run's independent parts, e.g. DeepEP's dispatch and "
-                          "combine (0 = one per core, at most 2; 1 = one process)")
+    add_jobs(run, "processes for the run's independent parts, e.g. DeepEP's dispatch and "
+                  "combine (0 = one per core, at most 2; 1 = one process)")
     run.add_argument("--progress", action="store_true",
                      help="draw the progress line on stderr even when it is not a terminal")
     # every file the run writes is closed when cmd_run returns: the process may end at once
@@ -66,9 +45,9 @@ def register(subparsers) -> None:
 
 
 def cmd_run(args) -> int:
-    from simnode.commands.executor import execute
     from simnode.errors import ConfigError
     from simnode.report.result import format_table, to_json
+    from simnode.runs.executor import execute
     from simnode.workloads.loader import load_inputs
     from simnode.workloads.registry import ALWAYS, RunOptions
     inputs = load_inputs(args.topology, args.workload, args.sets, seed=args.seed,
@@ -128,30 +107,3 @@ def _warn_if_heavy(path) -> None:
     if size > HEAVY_TRACE_BYTES and not str(path).endswith(".gz"):
         print(f"simnode: note: trace {path} is {size / 2**20:.0f} MiB; name it *.json.gz to "
               f"compress it (~17x) or narrow it with --trace-scope 'core00.*'", file=sys.stderr)
-
-
-def check_output_path(path: str, option: str) -> None:
-    """Reject an output file whose folder does not exist before running, not with a traceback after."""
-    from simnode.errors import ConfigError
-    if not str(path).strip():
-        raise ConfigError(option, option.lstrip("-"), path, "a file path (it is empty)")
-    p = Path(path)
-    folder = p.parent
-    if not folder.is_dir():
-        raise ConfigError(option, option.lstrip("-"), path,
-                          f"a file in an existing folder ({folder} is not one)")
-    if p.is_dir():
-        raise ConfigError(option, option.lstrip("-"), path, "a file path (this is a folder)")
-    # can it be written? Probe only what a probe cannot disturb: an existing regular file is
-    # opened for append (nothing written), a new one needs a writable folder; a pipe, a device
-    # or a symlink is left to the run (opening a pipe would hand its reader an end of file)
-    if p.is_file() and not p.is_symlink():
-        try:
-            with open(p, "ab"):
-                pass
-        except OSError as exc:
-            raise ConfigError(option, option.lstrip("-"), path,
-                              f"a file simnode can write ({exc.strerror})") from None
-    elif not p.exists() and not p.is_symlink() and not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(option, option.lstrip("-"), path,
-                          f"a file in a folder simnode can write to ({folder} is not one)")

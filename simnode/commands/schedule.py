@@ -3,13 +3,12 @@ lists a core of a chip workload would run, without running them (schedules are d
 
 from __future__ import annotations
 
-from simnode.commands import count
+from simnode.commands.options import add_inputs, count, overlays_of
 
 ORDER = 40
 
 
 def register(subparsers) -> None:
-    from simnode.commands.run import add_inputs
     p = subparsers.add_parser("schedule", help="print a chip workload's schedule without running it")
     add_inputs(p)
     p.add_argument("--core", type=count, default=0, help="which core to list (default: 0)")
@@ -20,7 +19,6 @@ def register(subparsers) -> None:
 def cmd_schedule(args) -> int:
     from simnode.errors import ConfigError
     from simnode.instr.schedule import format_core
-    from simnode.commands.run import overlays_of
     from simnode.workloads.loader import load_inputs
     inputs = load_inputs(args.topology, args.workload, args.sets, overlays=overlays_of(args))
     if inputs.kind.build is None:

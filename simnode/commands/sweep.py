@@ -4,7 +4,7 @@
 the list of points (dicts, in the order the values were given, last field fastest);
 ``run_sweep(topology, workload, params, sets, jobs, executor=, address=)`` parses every
 point into a ``RunSpec`` first (a bad value fails before any run, exit 2), then runs
-them with ``simnode.commands.executor.execute`` (local worker processes or Dask) and
+them with ``simnode.runs.executor.execute`` (local worker processes or Dask) and
 returns ``[(point, RunSpec, Result)]`` in grid order. Field names are those of ``--set``
 (workload fields, or ``topology.``-prefixed topology fields). ``format_sweep`` prints the
 table from what each kind declares as its headline figures, whatever the kind.
@@ -23,12 +23,12 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from simnode.commands import jobs_count
-from simnode.commands.executor import check_executor, execute
+from simnode.commands.options import add_inputs, add_jobs, overlays_of
 from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
 from simnode.report.columns import align
 from simnode.report.result import RATIO_UNITS
+from simnode.runs.executor import check_executor, execute
 from simnode.units import ns_to_us
 
 
@@ -36,13 +36,12 @@ ORDER = 20
 
 
 def register(subparsers) -> None:
-    from simnode.commands.run import add_inputs
     sweep = subparsers.add_parser("sweep", help="run a grid of --param values in parallel")
     add_inputs(sweep)
     sweep.add_argument("--param", dest="params", action="append", default=[],
                        metavar="FIELD=V1,V2,...", help="a swept field (as --set); repeatable: "
                        "the grid is their cartesian product")
-    sweep.add_argument("--jobs", type=jobs_count, default=0, help="worker processes (0 = one per core)")
+    add_jobs(sweep)
     sweep.add_argument("--json", action="store_true", help="print a JSON list of result objects")
     sweep.add_argument("--out", metavar="DIR", help="write sweep.json, results.csv, points/ "
                        "(simnode.commands.outdir)")
@@ -62,7 +61,6 @@ def cmd_sweep(args) -> int:
 
     from simnode.calibrate.band import BAND_FIELD, band_extra, format_band, parse_band
     from simnode.commands.outdir import check_out_dir, write_sweep
-    from simnode.commands.run import overlays_of
     params = parse_params(args.params)
     overlays = overlays_of(args)
     band = parse_band(args.band, params) if args.band is not None else {}

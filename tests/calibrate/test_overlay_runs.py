@@ -122,7 +122,8 @@ def test_an_overlay_key_no_run_has_names_the_overlay(cli, user_error, repo_root,
 
 
 def test_a_validation_of_fits_alone_says_it_has_no_checks():
-    from simnode.commands.validate import Case, CaseResult, format_cases
+    from simnode.commands.validate import format_cases
+    from simnode.runs.cases import Case, CaseResult
     case = Case("x", "a source", TOPO, WORK, (), "dispatch_GBps", 100.0, 0.05)
     text = format_cases([CaseResult(case, 101.0, "overlay o.yaml", ("o.yaml",))])
     assert "no checks: every case shown is a fit" in text and "within tolerance" not in text

@@ -4,8 +4,8 @@
 def test_describe_provenance_names_the_cases_a_shipped_constant_was_fitted_on():
     from pathlib import Path
 
-    from simnode.calibrate.provenance import calibrated_by
-    from simnode.commands.validate import load_cases
+    from simnode.runs.cases import load_cases
+    from simnode.runs.provenance import calibrated_by
     cases = load_cases(Path(__file__).resolve().parents[2] / "validation" / "published.yaml")
     key = "topology.chip.vector.vf_issue_per_cycle"
     text = calibrated_by(key, 1, cases)

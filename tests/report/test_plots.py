@@ -14,7 +14,7 @@ from simnode.commands.report import published_records
 from simnode.report import plots
 from simnode.report.folder import PointData, load_folder
 from simnode.report.result import Figure, KernelRecord, Result, Series
-from simnode.commands.validate import DEFAULT_CASES, load_cases
+from simnode.runs.cases import DEFAULT_CASES, load_cases
 
 
 def assert_nonblank_png(png: bytes) -> None:

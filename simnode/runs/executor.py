@@ -1,5 +1,6 @@
-"""The one executor of runs: ``simnode run``, ``sweep``, ``validate`` and ``regress`` hand it
-parsed ``RunSpec``s (simnode.workloads.loader) and get their ``Result``s back, in order.
+"""The one executor of runs: ``simnode run``, ``sweep``, ``validate``, ``regress`` and
+``calibrate`` hand it parsed ``RunSpec``s (simnode.workloads.loader) and get their
+``Result``s back, in order.
 
 ``execute(specs, jobs, executor="local", address=None, labels=None, progress=None)``:
 
@@ -18,10 +19,10 @@ parsed ``RunSpec``s (simnode.workloads.loader) and get their ``Result``s back, i
 - on Ctrl-C stops the workers (they ignore SIGINT themselves, so only the parent reports
   it) and lets the ``KeyboardInterrupt`` reach the CLI, which prints one line (exit 130);
 - SIGTERM (``kill PID``, a batch system's stop) takes the same path: while a command runs,
-  ``sigterm_as_interrupt`` turns it into ``Terminated`` (a ``KeyboardInterrupt``), so the
-  workers are stopped and partial output removed exactly as on Ctrl-C, and the CLI prints
-  one line (exit 143). Workers restore SIGTERM's default, so the pool's own terminate()
-  (which sends SIGTERM) still ends them at once.
+  ``simnode.runs.signals.sigterm_as_interrupt`` turns it into ``Terminated`` (a
+  ``KeyboardInterrupt``), so the workers are stopped and partial output removed exactly as
+  on Ctrl-C, and the CLI prints one line (exit 143). Workers restore SIGTERM's default,
+  so the pool's own terminate() (which sends SIGTERM) still ends them at once.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import signal
 
 from simnode.config.fields import did_you_mean
 from simnode.errors import ConfigError, SimnodeError
-from simnode.commands.signals import Terminated, sigterm_as_interrupt  # noqa: F401 (re-exported)
 from simnode.progress import Progress
 
 EXECUTORS = ("local", "dask")

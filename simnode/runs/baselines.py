@@ -1,23 +1,20 @@
-"""Golden baselines of modeled figures: scenario file, baseline files, comparison.
+"""Golden baselines of modeled figures: the recorded values, the comparison, the run.
 
-A baselines folder (``traces/baselines/``) holds ``scenarios.yaml``, the versioned list
-of scenarios (topology, workload, ``--set`` overrides) and, per workload kind, which
-figures of a run's JSON result are kept with their relative tolerance; and one
-``<scenario id>.json`` per scenario with its inputs and recorded figures. Only
-``simnode regress --update`` writes the JSON files.
+Beside a scenario file (``simnode.runs.scenarios``) a baselines folder holds one
+``<scenario id>.json`` per scenario with its inputs and recorded figures. Only ``simnode
+regress --update`` writes them.
 
-- ``load_scenarios(path)`` -> ``ScenarioFile`` (``Scenario`` records, figure lists by kind)
-- ``select(scenarios, patterns)``: the scenarios whose id matches a glob pattern
-- ``resolve_figures(sfile, scenario, kind)``: figure -> tolerance for one scenario
+- ``regress(folder, patterns, sets, jobs, update)``: checks every selected scenario's
+  inputs and baseline before running anything, runs them through the executor, and
+  returns the ``FigureRow`` of every figure (and, with ``update``, the new baselines'
+  records, checked, for ``write_baselines``)
 - ``load_baseline(folder, scenario, figures)``: the recorded figures, checked current
   (``StaleFigures`` when only the figure list or tolerances changed)
-- ``check_figures(sfile, scenario, kind, figures, result)``: every figure is in the result
+- ``check_figures(sfile, scenario, kind, figures, result)``: every figure is in the result;
+  ``figure_value(result, name)`` reads one (a dotted path reaches nested records)
 - ``compare(scenario, figures, baseline, result)`` -> ``FigureRow`` list;
-  ``format_rows(rows)``: the diff table; ``baseline_record(...)`` checks and builds one
-  baseline, ``write_baselines(folder, records)`` writes them all (after every check).
-
-Errors about a scenario name the scenario file and the scenario id; its ``set:`` values
-reach the run as typed (``assignment_text``: ``0.00001`` stays a number).
+  ``baseline_record(...)`` checks and builds one baseline, ``write_baselines(folder,
+  records)`` writes them all (after every check).
 
 Numbers drift when ``|now - baseline| / |baseline|`` exceeds the figure's tolerance
 (a fraction; 0 = exact); strings (bottleneck, link names) must match exactly.
@@ -25,143 +22,21 @@ Numbers drift when ``|now - baseline| / |baseline|`` exceeds the figure's tolera
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from simnode.config.fields import Reader, did_you_mean
-from simnode.config.overrides import assignment_text
 from simnode.errors import ConfigError
-from simnode.report.columns import align
+from simnode.runs.entries import in_entry, select
+from simnode.runs.scenarios import SCENARIOS_FILE, Scenario, ScenarioFile, load_scenarios, resolve_figures
 
-SCENARIOS_FILE = "scenarios.yaml"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ABSENT = object()
-
-
-@dataclass(frozen=True)
-class Scenario:
-    id: str
-    checks: str             #: what this scenario guards (one line, for the README)
-    topology: str           #: path as written in the file, relative to its root
-    workload: str
-    overrides: dict         #: field -> value, as ``--set field=value``
-    tolerance: dict         #: figure -> relative tolerance, overriding the kind's list
-    index: int = -1         #: position in the file's ``scenarios:`` list
-
-    def key_path(self, key: str) -> str:
-        return f"scenarios[{self.index}].{key}" if self.index >= 0 else key
-
-    def inputs(self) -> dict:
-        """The inputs recorded in the baseline file (paths as written, not resolved)."""
-        return {"topology": self.topology, "workload": self.workload, "set": dict(self.overrides)}
-
-    def sets(self) -> tuple[str, ...]:
-        """The overrides as ``--set`` text that reads back as the same typed values."""
-        return tuple(assignment_text(k, v) for k, v in self.overrides.items())
-
-
-@dataclass(frozen=True)
-class ScenarioFile:
-    path: Path
-    root: Path              #: folder the topology and workload paths are relative to
-    figures: dict           #: kind -> {figure: relative tolerance}
-    scenarios: list
-
-    def where(self, scenario: Scenario) -> str:
-        """How errors name a scenario: ``FILE, scenario 'ID'``."""
-        return f"{self.path}, scenario '{scenario.id}'"
 
 
 class StaleFigures(ConfigError):
     """A baseline recorded for other figures or tolerances than the scenario now lists."""
-
-
-def _tolerance(r: Reader, key: str) -> float:
-    """A relative tolerance: a number >= 0, or ``exact`` (0)."""
-    if r.raw(key) == "exact":
-        return 0.0
-    return r.number(key, min_value=0)
-
-
-def _tolerance_map(r: Reader, key: str, default=None) -> dict:
-    section = r.section(key, default)
-    out = {str(name): _tolerance(section, name) for name in section.mapping_keys()}
-    section.finish()
-    return out
-
-
-def load_scenarios(path) -> ScenarioFile:
-    """Read and check a scenario file; errors name the file and key path."""
-    from simnode.commands.validate import check_set_keys, read_yaml
-    from simnode.workloads.registry import all_kinds
-    path = Path(path)
-    r = Reader(read_yaml(path), str(path))
-    r.integer("version", min_value=1, max_value=1)
-    root = (path.parent / r.string("root", default=".")).resolve()
-    fig = r.section("figures")
-    figures, kinds = {}, sorted(all_kinds())
-    for kind in fig.mapping_keys():
-        if kind not in kinds:
-            raise fig.error(str(kind), kind, "the name of a workload kind: one of " + ", ".join(kinds),
-                            did_you_mean(str(kind), kinds))
-        figures[kind] = _tolerance_map(fig, kind)
-        if not figures[kind]:
-            raise fig.error(kind, {}, "a non-empty mapping of figure: tolerance")
-    fig.finish()
-    raw = r.raw("scenarios")
-    if not isinstance(raw, list) or not raw:
-        raise r.error("scenarios", raw, "a non-empty list of scenarios")
-    scenarios, seen = [], set()
-    for i, item in enumerate(raw):
-        s = Reader(item, str(path), f"scenarios[{i}]")
-        sid = s.string("id")
-        if not _ID.match(sid):
-            raise s.error("id", sid, "letters, digits, '.', '_' or '-' (it names the baseline file)")
-        s.source = f"{path}, scenario '{sid}'"        # every later error names the scenario
-        if sid in seen:
-            raise s.error("id", sid, "an id used once")
-        seen.add(sid)
-        sets = check_set_keys(s.raw("set", {}), s)
-        if not _json_exact(sets):                        # the baseline records them as JSON
-            raise s.error("set", sets, "values a JSON baseline records as they are (numbers, "
-                          "strings, true/false, null, lists)")
-        scenarios.append(Scenario(sid, s.string("checks"), s.string("topology"), s.string("workload"),
-                                  dict(sets), _tolerance_map(s, "tolerance", {}), i))
-        s.finish()
-    r.finish()
-    return ScenarioFile(path, root, figures, scenarios)
-
-
-def _json_exact(value) -> bool:
-    """Whether JSON writes ``value`` so that it reads back equal (no dates, NaN, int keys)."""
-    try:
-        return json.loads(json.dumps(value, allow_nan=False)) == value
-    except (TypeError, ValueError):
-        return False
-
-
-def select(scenarios: list, patterns: list[str]) -> list:
-    """Scenarios (or validation cases: anything with an ``id``) whose id matches any glob
-    pattern (all if none); a pattern matching none is an error."""
-    if not patterns:
-        return list(scenarios)
-    for p in patterns:
-        if not any(fnmatch.fnmatchcase(s.id, p) for s in scenarios):
-            raise ConfigError("--only", "only", p, "an id or glob pattern matching one of: "
-                              + ", ".join(s.id for s in scenarios))
-    return [s for s in scenarios if any(fnmatch.fnmatchcase(s.id, p) for p in patterns)]
-
-
-def resolve_figures(sfile: ScenarioFile, scenario: Scenario, kind: str) -> dict:
-    """figure -> tolerance for a scenario: its kind's list, then the scenario's own tolerances."""
-    if kind not in sfile.figures:
-        raise ConfigError(str(sfile.path), f"figures.{kind}", "<missing>",
-                          f"a figure list for workload kind '{kind}' (scenario '{scenario.id}')")
-    return {**sfile.figures[kind], **scenario.tolerance}
 
 
 def baseline_path(folder: Path, scenario: Scenario) -> Path:
@@ -297,46 +172,6 @@ def compare(scenario: Scenario, figures: dict, baseline: dict | None, result: di
     return rows
 
 
-def _show(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.10g}" if isinstance(value, (int, float)) else str(value)
-
-
-def format_rows(rows: list[FigureRow]) -> str:
-    """The diff table and a summary line naming every drifted figure."""
-    header = ["scenario", "figure", "baseline", "now", "change %", "tolerance", "status"]
-    table = [header]
-    for r in rows:
-        change = r.change_frac
-        exact = r.tolerance == 0 or isinstance(r.baseline, str) or isinstance(r.now, str)
-        table.append([r.scenario, r.figure, _show(r.baseline), _show(r.now),
-                      "-" if change is None else f"{100 * change:+.2f}",
-                      "exact" if exact else f"{100 * r.tolerance:g}%", r.status])
-    drifted = [r for r in rows if r.drifted]
-    counts = {s: sum(r.status == s for r in rows) for s in ("same", "ok", "NEW", "DRIFT", "MISSING")}
-    n_scenarios = len({r.scenario for r in rows})
-    summary = (f"{n_scenarios} scenario{'s' * (n_scenarios != 1)}, {len(rows)} figures: "
-               + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    lines = [align(table), summary]
-    if drifted:
-        lines.append("drifted beyond tolerance: " + ", ".join(f"{r.scenario}/{r.figure}" for r in drifted))
-    return "\n".join(lines)
-
-
-def rows_json(rows: list[FigureRow]) -> dict:
-    """The diff table as one JSON object: a row per figure and the drifted ones."""
-    return {
-        # change_frac null: not two numbers, or a move away from a baseline of 0 (infinite)
-        "figures": [{"scenario": r.scenario, "figure": r.figure, "baseline": r.baseline,
-                     "now": r.now, "tolerance_frac": r.tolerance, "status": r.status,
-                     "change_frac": r.change_frac if r.change_frac is not None
-                     and math.isfinite(r.change_frac) else None} for r in rows],
-        "scenarios": len({r.scenario for r in rows}),
-        "drifted": [f"{r.scenario}/{r.figure}" for r in rows if r.drifted],
-    }
-
-
 def baseline_record(sfile: ScenarioFile, scenario: Scenario, kind: str, figures: dict,
                     result: dict) -> dict:
     """The baseline file's record of a scenario (every figure must be in the result)."""
@@ -373,3 +208,71 @@ def write_baselines(folder: Path, records: list[dict]) -> list[Path]:
     for tmp, path in staged:
         tmp.replace(path)
     return [path for _, path in staged]
+
+
+def recorded_values(path: Path) -> dict | None:
+    """Whatever figure values an old (perhaps stale) baseline holds, for the --update diff."""
+    try:
+        figures = json.loads(path.read_text()).get("figures", {})
+        return {k: v["value"] for k, v in figures.items() if isinstance(v, dict) and "value" in v}
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A selected scenario, checked and parsed, ready to run."""
+    scenario: Scenario
+    kind: str
+    figures: dict               #: figure -> tolerance
+    baseline: dict | None       #: recorded values (None: none yet)
+    spec: object                #: its RunSpec (simnode.workloads.loader)
+
+
+def regress(folder: Path, patterns=(), sets=(), jobs: int = 0,
+            update: bool = False) -> tuple[list[FigureRow], list[dict] | None]:
+    """Recompute the scenarios of ``folder`` matching ``patterns`` (all if none) with the
+    extra ``sets`` (``--set`` text) and compare each figure with its baseline: every
+    scenario's inputs and baseline are checked before anything runs. With ``update`` the
+    old baselines are read only for the diff, and the records of the new ones are returned
+    (each checked; none written). A baseline whose figures or tolerances changed raises its
+    ``StaleFigures``, after a run has shown that the result has every figure the scenario
+    now lists (a figure it lacks is the scenario file's mistake: --update would not help)."""
+    from simnode.runs.executor import execute
+    from simnode.workloads.loader import load_inputs
+    sfile = load_scenarios(Path(folder) / SCENARIOS_FILE)
+    plans, stale = [], []
+    for sc in select(sfile.scenarios, list(patterns)):
+        topology, workload = str(sfile.root / sc.topology), str(sfile.root / sc.workload)
+        try:
+            spec = load_inputs(topology, workload, list(sc.sets() + tuple(sets)))
+        except ConfigError as exc:
+            raise in_entry(exc, sfile.where(sc), sc.key_path("set"), sc.sets(), sets) from None
+        kind = spec.kind.name
+        figures = resolve_figures(sfile, sc, kind)
+        baseline = None
+        if update:
+            check_writable(baseline_path(folder, sc), sc)
+            baseline = recorded_values(baseline_path(folder, sc))
+        else:
+            try:
+                baseline = load_baseline(folder, sc, figures)
+            except StaleFigures as exc:
+                stale.append((_Plan(sc, kind, figures, None, spec), exc))
+        plans.append(_Plan(sc, kind, figures, baseline, spec))
+
+    def run(selected: list[_Plan]) -> list[dict]:
+        return [r.to_dict() for r in execute([p.spec for p in selected], jobs,
+                                             labels=[sfile.where(p.scenario) for p in selected],
+                                             title="regress")]
+
+    if stale:
+        for (p, _), result in zip(stale, run([p for p, _ in stale])):
+            check_figures(sfile, p.scenario, p.kind, p.figures, result)
+        raise stale[0][1]
+    results = run(plans)
+    records = [baseline_record(sfile, p.scenario, p.kind, p.figures, result)
+               for p, result in zip(plans, results)] if update else None
+    rows = [row for p, result in zip(plans, results)
+            for row in compare(p.scenario, p.figures, p.baseline, result)]
+    return rows, records

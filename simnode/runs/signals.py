@@ -1,5 +1,5 @@
 """SIGTERM unwound like Ctrl-C, for every command (imported by the CLI before any command
-module, so it holds nothing heavier than ``signal``).
+module, so it holds nothing heavier than ``signal``; the executor's workers undo it).
 
 ``sigterm_as_interrupt()`` turns SIGTERM into ``Terminated`` (a ``KeyboardInterrupt``) while a
 command runs, so a run, a sweep's workers or a calibration stop the way Ctrl-C stops them.

@@ -9,8 +9,8 @@ Two records say that a value was fitted rather than sourced:
 
 ``value_in_use(inputs, key)`` reads the value a loaded run has for a ``--set`` key
 (``topology.chip.vector.ops_per_cycle.vf_alu``, or a workload field); ``same(a, b)``
-compares a recorded value with it (numbers to 1e-9 relative). ``fits_of(cases, key)``:
-the cases of a cases file that record a fit of ``key``.
+compares a recorded value with it (numbers to 1e-9 relative); ``calibrated_by(key, value,
+cases, overlays)`` says where a value in use was fitted (``simnode describe``).
 """
 
 from __future__ import annotations
@@ -45,11 +45,6 @@ def same(recorded, used) -> bool:
     if isinstance(recorded, (int, float)) and isinstance(used, (int, float)):
         return math.isclose(float(recorded), float(used), rel_tol=1e-9, abs_tol=0.0)
     return recorded == used
-
-
-def fits_of(cases: list, key: str) -> list:
-    """Cases (``simnode.commands.validate.Case``) whose ``fit:`` records a value of ``key``."""
-    return [c for c in cases if key in c.fit_values]
 
 
 def calibrated_by(key: str, value, cases=(), overlays=()) -> str:
