@@ -9,8 +9,8 @@ import pytest
 from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.instr.schedule import to_records
-from simnode.kernels import sparse_mla_core as core, sparse_mla_vf as vf
-from simnode.kernels.sparse_mla_plan import choose_plan
+from simnode.kernels.sparse_mla import core, vf
+from simnode.kernels.sparse_mla.plan import choose_plan
 from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
                                         item_blocks, select_tokens, sparse_mla_schedule)
 
