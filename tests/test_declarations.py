@@ -20,7 +20,7 @@ from simnode.config import comments, params
 from simnode.config.chip import ChipSpec
 from simnode.config.params import Param
 from simnode.config.supernode import SupernodeSpec
-from simnode.workloads.registry import all_kinds
+from simnode.workloads.registry import all_kinds, kind_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "simnode"
@@ -74,6 +74,10 @@ def test_a_kinds_fields_are_declarations_each_named_once(name):
             assert f.unit, f"{name}.{f.name} has no unit (say '1' for a plain number)"
 
 
+def _module_file(name: str) -> Path:
+    return Path(kind_module(name).__file__)
+
+
 def _built_by(module: Path) -> set[str]:
     """Names of the classes a module calls (``GemmParams(...)``, ``kernels.X(...)``)."""
     out = set()
@@ -90,7 +94,7 @@ def test_no_dataclass_redeclares_a_kinds_parameter_with_its_own_default(name):
     and costs) are either the declaration or plain records: no default of their own."""
     kind = KINDS[name]
     names = {f.name for f in kind.fields}
-    built = _built_by(PACKAGE / "workloads" / f"{name}.py") | {c.__name__ for c in kind.records}
+    built = _built_by(_module_file(name)) | {c.__name__ for c in kind.records}
     by_class: dict = {}
     for file, cls, fld, how in _dataclass_fields():
         if fld in names and cls in built:
@@ -121,7 +125,7 @@ def _subscripted_params(path: Path) -> set[str]:
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_every_parameter_a_kind_reads_is_declared(name):
     kind = KINDS[name]
-    module = PACKAGE / "workloads" / f"{name}.py"
+    module = _module_file(name)
     read = _subscripted_params(module)
     declared = {f.name for f in kind.fields}
     if kind.more_fields is not None:      # a tile program declares its own, in its signature
