@@ -33,12 +33,10 @@ import dataclasses
 import itertools
 import math
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
 from simnode.instr import isa
-from simnode.instr.schedule import BufferUse
 from simnode.kernels.sparse_mla import vf
 from simnode.kernels.sparse_mla.plan import (FRAG_BUFFERS, INDEX_BLOCK_TOKENS, INDEX_BYTES,
                                              KV_ROW_BYTES, L0_TILE, Q_L1_SLOTS, Plan,
