@@ -88,8 +88,10 @@ class SparseMlaParams:
     main_dtype: str = param("fp8", "decode main-cache dtype", choices=KV_DTYPES)
     extra_dtype: str = param("fp8", "decode extra-cache dtype", choices=KV_DTYPES)
     heads: int = param(64, "query heads H", unit="heads", min=1)
-    d_qk: int = param(512, "QK head dim (MLA latent)", unit="elements", min=1)
-    d_v: int = param(512, "V head dim (the same latent)", unit="elements", min=1)
+    d_qk: int = param(512, "QK head dim: the MLA latent, a multiple of the 128-wide L0 tiles",
+                      unit="elements", min=1)
+    d_v: int = param(512, "V head dim: the same latent as d_qk (K and V are one gathered row), so "
+                     "equal to it", unit="elements", min=1)
     heads_per_core: int = param(64, "query heads one AI core handles per item", unit="heads", min=1)
     b_topk: int = param(64, "selected tokens per pipeline step (facts 3.4)", unit="tokens", min=1)
     vector_cores_per_cube: int = param(2, "AIVs per cube: 2 = 1C2V (FlashMLA), 1 = 1C1V", unit="AIVs",
