@@ -3,7 +3,7 @@ that declaration: each kind's fields, the chip and supernode specs, and what the
 
 - a kind's fields are declarations, each name once, with a doc and (numbers) a unit;
 - no dataclass that carries a kind's parameters declares a default of its own beside the
-  declaration (the drift this replaced: gemm's epilogue was in GemmParams, not the kind);
+  declaration (two defaults of one parameter drift apart);
 - every ``params["name"]`` a kind's module reads is one of its declared fields;
 - a field name means one thing: two kinds that declare it (simnode's own, or plugged in
   through ``SIMNODE_KINDS``) give it the same type, unit, bounds and choices;
