@@ -10,7 +10,8 @@ records. Fields are flat so ``--set name=value`` reaches any of them.
 A kind's name is its module's name, and the registry finds it without a table:
 
 - in simnode: ``simnode/workloads/kinds/<name>.py`` (``importlib.util.find_spec`` finds
-  that one module; ``names()`` lists the package without importing it);
+  that one module; ``names()`` lists the package without importing it; a module whose name
+  starts with ``_`` is not a kind);
 - out of tree: the environment variable ``SIMNODE_KINDS`` names more kind modules,
   comma-separated, each a dotted module name importable from ``sys.path`` or a path to a
   ``.py`` file (relative to the current folder)::
@@ -189,7 +190,7 @@ def names() -> list[str]:
     import pkgutil
     package = importlib.import_module(KINDS_PACKAGE)
     own = {m.name: f"{KINDS_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
-           if not m.ispkg}
+           if not m.name.startswith("_")}
     own.update(LEGACY_MODULES)
     plugins = _plugins()
     both = sorted(set(own) & set(plugins))
@@ -216,7 +217,7 @@ def _plugins() -> dict[str, str]:
 def _module_of(name: str) -> str | None:
     """The module holding kind ``name`` (simnode's own, or a plug-in), or None."""
     own = None
-    if name.isidentifier() and name != "__init__" \
+    if name.isidentifier() and not name.startswith("_") \
             and importlib.util.find_spec(f"{KINDS_PACKAGE}.{name}") is not None:
         own = f"{KINDS_PACKAGE}.{name}"
     own = own or LEGACY_MODULES.get(name)
