@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB, GemmTiling,
+from simnode.kernels.gemm.core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB, GemmTiling,
                                        buffer_plan, core_program, dequant_ub_stages, dtype_bytes,
                                        fit_block_k, is_scaled, l0_k_step, l0c_split, max_l1_stages,
                                        stage_bytes, sub_tiles, swizzle, tile_cost_cycles, ub_epilogue,

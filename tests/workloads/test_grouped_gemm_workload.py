@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from simnode.workloads import grouped_gemm as gg_kind
+from simnode.workloads.kinds import grouped_gemm as gg_kind
 from simnode.workloads.loader import load_inputs
 
 

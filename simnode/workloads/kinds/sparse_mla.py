@@ -12,8 +12,8 @@ from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.sparse_mla import (LOCKSTEP_MIN_ITEMS, SparseMlaParams, sparse_mla_roofline,
                                        sparse_mla_schedule)
-from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Reference, WorkloadKind, register
+from simnode.workloads.chiprun import ChipFigures, chip_kind, kernel_build
+from simnode.workloads.registry import Reference
 
 FIELDS = params_of(SparseMlaParams)
 
@@ -72,18 +72,11 @@ def _check(topology, params: dict, source: str) -> None:
                           f"= {rows:,}): one run holds its whole schedule in memory")
 
 
-def build(topology, params: dict):
-    p = SparseMlaParams(**params)
-    return p, sparse_mla_schedule(topology.chip, p)
+def figures(topology, p: SparseMlaParams, sched) -> ChipFigures:
+    return ChipFigures(sparse_mla_roofline(topology.chip, p),
+                       {"peak_tflops": topology.chip.peak_tflops("bf16")})
 
 
-def run(topology, params: dict, options=None, name: str = "sparse_mla"):
-    p, sched = build(topology, params)
-    extra = {"peak_tflops": topology.chip.peak_tflops("bf16")}
-    return chip_kind_result(name, "sparse_mla", topology, sched, options,
-                            sparse_mla_roofline(topology.chip, p), extra)[0]
-
-
-KIND = register(WorkloadKind("sparse_mla", FIELDS, run,
-                             "FlashMLA-style sparse MLA attention (prefill / decode) on one chip",
-                             build=build, check=_check, cost=cost, reference=REFERENCE))
+KIND = chip_kind("sparse_mla", "FlashMLA-style sparse MLA attention (prefill / decode) on one chip",
+                 FIELDS, kernel_build(SparseMlaParams, sparse_mla_schedule), figures,
+                 check=_check, cost=cost, reference=REFERENCE)

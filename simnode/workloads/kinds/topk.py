@@ -12,8 +12,8 @@ from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.topk import TopkParams, topk_schedule
 from simnode.report.result import fig
-from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Reference, WorkloadKind, register
+from simnode.workloads.chiprun import ChipFigures, chip_kind, kernel_build
+from simnode.workloads.registry import Reference
 
 FIELDS = params_of(TopkParams)
 
@@ -46,20 +46,14 @@ def _check(topology, params: dict, source: str) -> None:
                           f"one run holds its whole schedule in memory")
 
 
-def build(topology, params: dict):
-    p = TopkParams(**params)
-    return p, topk_schedule(topology.chip, p)
-
-
-def run(topology, params: dict, options=None, name: str = "topk"):
-    p, sched = build(topology, params)
+def figures(topology, p: TopkParams, sched) -> ChipFigures:
     def rows_per_s(run):
         span_s = run.makespan_ns / units.NS_PER_S
         return [fig("rows_per_s", p.rows / span_s if span_s else 0.0, "rows/s", "rows selected per second",
                     headline=True)]
-    return chip_kind_result(name, "topk", topology, sched, options, after=rows_per_s)[0]
+    return ChipFigures(after=rows_per_s)
 
 
-KIND = register(WorkloadKind("topk", FIELDS, run,
-                             "per-row top-k selection on the AIVs (DeepSelect or sort baseline)",
-                             build=build, check=_check, cost=cost, reference=REFERENCE))
+KIND = chip_kind("topk", "per-row top-k selection on the AIVs (DeepSelect or sort baseline)", FIELDS,
+                 kernel_build(TopkParams, topk_schedule), figures,
+                 check=_check, cost=cost, reference=REFERENCE)

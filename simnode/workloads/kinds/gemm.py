@@ -5,8 +5,8 @@ from __future__ import annotations
 from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
-from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Reference, WorkloadKind, register
+from simnode.workloads.chiprun import ChipFigures, check_num_cores, chip_kind, kernel_build
+from simnode.workloads.registry import Reference
 
 FIELDS = params_of(GemmParams)
 
@@ -38,9 +38,7 @@ REFERENCE = Reference("the published 4096x7168x16384 BF16 GEMM", 0.8)
 def _check(topology, params: dict, source: str) -> None:
     """Reject a GEMM too large to simulate, or for more cores than the chip has, before
     building its schedule."""
-    if params["num_cores"] > topology.chip.num_ai_cores:
-        raise ConfigError(source, "num_cores", params["num_cores"],
-                          f"at most the chip's {topology.chip.num_ai_cores} AI cores (0 = all)")
+    check_num_cores(topology, params, source)
     steps, (bm, bn, bk) = tile_steps(params)
     if steps > MAX_TILE_STEPS:
         raise ConfigError(source, "m, n, k", (params["m"], params["n"], params["k"]),
@@ -48,17 +46,11 @@ def _check(topology, params: dict, source: str) -> None:
                           f"ceil(k/{bk}) = {steps:,}): one run holds its whole schedule in memory")
 
 
-def build(topology, params: dict):
-    p = GemmParams(**params)
-    return p, gemm_schedule(topology.chip, p)
+def figures(topology, p: GemmParams, sched) -> ChipFigures:
+    return ChipFigures(gemm_roofline(topology.chip, p, sched),
+                       {"peak_tflops": topology.chip.peak_tflops(p.dtype)})
 
 
-def run(topology, params: dict, options=None, name: str = "gemm"):
-    p, sched = build(topology, params)
-    extra = {"peak_tflops": topology.chip.peak_tflops(p.dtype)}
-    return chip_kind_result(name, "gemm", topology, sched, options,
-                            gemm_roofline(topology.chip, p, sched), extra)[0]
-
-
-KIND = register(WorkloadKind("gemm", FIELDS, run, "dense GEMM C = A x B on one chip",
-                             build=build, check=_check, cost=cost, reference=REFERENCE))
+KIND = chip_kind("gemm", "dense GEMM C = A x B on one chip", FIELDS,
+                 kernel_build(GemmParams, gemm_schedule), figures,
+                 check=_check, cost=cost, reference=REFERENCE)

@@ -4,7 +4,7 @@
 tokens) or a decode (``batch x s_q`` queries over a main and an extra cache, each
 with its own top-k, length and dtype). ``sparse_mla_schedule(chip, params)`` deals
 the work items (one query x one block of ``heads_per_core`` heads) to the AI cores
-and builds each core's program (``sparse_mla_core.core_program``);
+and builds each core's program (``core.core_program``);
 ``sparse_mla_roofline`` gives the lower bounds. Pure functions: no SimPy.
 
 Modeling assumptions a reader could doubt:
@@ -35,9 +35,9 @@ from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels import builds_records
-from simnode.kernels import sparse_mla_core as core
+from simnode.kernels.sparse_mla import core
 from simnode.instr.schedule import CoreProgram, KernelSchedule, lockstep_groups
-from simnode.kernels.sparse_mla_plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
+from simnode.kernels.sparse_mla.plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
                                              choose_plan)
 
 KV_DTYPES = ("bf16", "fp8", "fp4")
@@ -88,8 +88,10 @@ class SparseMlaParams:
     main_dtype: str = param("fp8", "decode main-cache dtype", choices=KV_DTYPES)
     extra_dtype: str = param("fp8", "decode extra-cache dtype", choices=KV_DTYPES)
     heads: int = param(64, "query heads H", unit="heads", min=1)
-    d_qk: int = param(512, "QK head dim (MLA latent)", unit="elements", min=1)
-    d_v: int = param(512, "V head dim (the same latent)", unit="elements", min=1)
+    d_qk: int = param(512, "QK head dim: the MLA latent, a multiple of the 128-wide L0 tiles",
+                      unit="elements", min=1)
+    d_v: int = param(512, "V head dim: the same latent as d_qk (K and V are one gathered row), so "
+                     "equal to it", unit="elements", min=1)
     heads_per_core: int = param(64, "query heads one AI core handles per item", unit="heads", min=1)
     b_topk: int = param(64, "selected tokens per pipeline step (facts 3.4)", unit="tokens", min=1)
     vector_cores_per_cube: int = param(2, "AIVs per cube: 2 = 1C2V (FlashMLA), 1 = 1C1V", unit="AIVs",

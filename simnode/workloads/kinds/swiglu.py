@@ -13,8 +13,8 @@ from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
 from simnode.report.result import fig
-from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Reference, WorkloadKind, register
+from simnode.workloads.chiprun import ChipFigures, check_num_cores, chip_kind, kernel_build
+from simnode.workloads.registry import Reference
 
 FIELDS = params_of(SwigluParams)
 
@@ -33,9 +33,7 @@ REFERENCE = Reference("SwiGLU of 98304 rows x 2048", 7)
 
 def _check(topology, params: dict, source: str) -> None:
     chip = topology.chip
-    if params["num_cores"] > chip.num_ai_cores:
-        raise ConfigError(source, "num_cores", params["num_cores"],
-                          f"at most the chip's {chip.num_ai_cores} AI cores (0 = all)")
+    check_num_cores(topology, params, source)
     if params["rows"] > MAX_ROWS:
         raise ConfigError(source, "rows", params["rows"],
                           f"at most {MAX_ROWS:,}: one run holds its whole schedule in memory")
@@ -48,13 +46,7 @@ def _check(topology, params: dict, source: str) -> None:
                           f"at most {chip.sync.pipe_events_per_pair} (event ids per pipe pair)")
 
 
-def build(topology, params: dict):
-    p = SwigluParams(**params)
-    return p, swiglu_schedule(topology.chip, p)
-
-
-def run(topology, params: dict, options=None, name: str = "swiglu"):
-    p, sched = build(topology, params)
+def figures(topology, p: SwigluParams, sched) -> ChipFigures:
     bound = swiglu_roofline(topology.chip, p)
     extra = {f"bound_{k}": bound[k] for k in ("vector_ns", "mte2_ns", "mte3_ns")}
     extra["bound_binds"] = bound["binds"]
@@ -63,9 +55,9 @@ def run(topology, params: dict, options=None, name: str = "swiglu"):
         return [fig("gm_bytes", bound["hbm_bytes"], "B", "GM bytes read and written"),
                 fig("achieved_GBps", bound["hbm_bytes"] / span if span else 0.0,
                     doc="GM bytes / makespan", headline=True)]
-    return chip_kind_result(name, "swiglu", topology, sched, options, bound, extra, after=achieved)[0]
+    return ChipFigures(bound, extra, achieved)
 
 
-KIND = register(WorkloadKind("swiglu", FIELDS, run,
-                             "SwiGLU + per-token FP8 cast on the AIVs (TileKernels)",
-                             build=build, check=_check, cost=cost, reference=REFERENCE))
+KIND = chip_kind("swiglu", "SwiGLU + per-token FP8 cast on the AIVs (TileKernels)", FIELDS,
+                 kernel_build(SwigluParams, swiglu_schedule), figures,
+                 check=_check, cost=cost, reference=REFERENCE)

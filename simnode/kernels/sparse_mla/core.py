@@ -1,8 +1,8 @@
 """One AI core's sparse MLA program (facts 3.4): the six pipes' records.
 
 ``core_program`` fills a ``CoreProgram`` for a list of ``sparse_mla.Block`` steps under a
-``Plan`` (``sparse_mla_plan``: tile depths and the buffers they claim); the AIVs' vector
-functions are costed by ``sparse_mla_vf``.
+``Plan`` (``plan``: tile depths and the buffers they claim); the AIVs' vector functions are
+costed by ``vf``.
 
 AIC (per block b, cube order P[b] then O[b-1], so P[b+1] is issued before O[b]):
   MTE2: Q of each item -> L1 (2 slots).  MTE1: Q / K k-tiles, then S and V n-tiles,
@@ -33,14 +33,12 @@ import dataclasses
 import itertools
 import math
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
 from simnode.instr import isa
-from simnode.instr.schedule import BufferUse
-from simnode.kernels import sparse_mla_vf as vf
-from simnode.kernels.sparse_mla_plan import (FRAG_BUFFERS, INDEX_BLOCK_TOKENS, INDEX_BYTES,
+from simnode.kernels.sparse_mla import vf
+from simnode.kernels.sparse_mla.plan import (FRAG_BUFFERS, INDEX_BLOCK_TOKENS, INDEX_BYTES,
                                              KV_ROW_BYTES, L0_TILE, Q_L1_SLOTS, Plan,
                                              gather_slot_bytes, ub_row)
 

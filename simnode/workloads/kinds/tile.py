@@ -19,8 +19,8 @@ from pathlib import Path
 
 from simnode.report.result import fig
 from simnode.tile import lower, program as programs, roofline
-from simnode.workloads.chiprun import chip_kind_result
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.chiprun import ChipFigures, chip_kind
+from simnode.workloads.registry import Field
 
 FIELDS = (
     Field("program", "str", doc="the tile program's Python file (relative to the workload file)"),
@@ -43,8 +43,8 @@ def build(topology, params: dict, keep_meta: bool = False):
     return (args, b), sched
 
 
-def run(topology, params: dict, options=None, name: str = "tile"):
-    (_, b), sched = build(topology, params)
+def figures(topology, built: tuple, sched) -> ChipFigures:
+    _, b = built
     bound = roofline.bounds(topology.chip, sched, b)
     extra = {"bound_vector_ns": bound["vector_ns"], "bound_pipe_ns": bound["pipe_ns"],
              "bound_pipe": bound["pipe"], "bound_term": bound["bound_term"],
@@ -62,8 +62,8 @@ def run(topology, params: dict, options=None, name: str = "tile"):
                     doc="unique GM bytes / makespan (TileKernels' convention)", headline=True),
                 fig("tile_sim_over_bound", span / bound["bound_ns"] if bound["bound_ns"] else 0.0, "ratio",
                     "makespan / roofline bound", headline=True)]
-    return chip_kind_result(name, "tile", topology, sched, options, bound, extra, after=achieved)[0]
+    return ChipFigures(bound, extra, achieved)
 
 
-KIND = register(WorkloadKind("tile", FIELDS, run, "a tile program (Python file) on one chip",
-                             build=build, more_fields=_fields, path_fields=("program",)))
+KIND = chip_kind("tile", "a tile program (Python file) on one chip", FIELDS, build, figures,
+                 more_fields=_fields, path_fields=("program",))

@@ -1,6 +1,6 @@
-"""The DeepGEMM-style tiled GEMM shared by the dense GEMM (``gemm.py``) and the grouped
-GEMM (``grouped_gemm.py``): tile rules, block swizzle and one AI core's program
-(facts 3.5, S3). Pure functions: no SimPy.
+"""The DeepGEMM-style tiled GEMM shared by the dense GEMM (``simnode.kernels.gemm``) and the
+grouped GEMM (``simnode.kernels.grouped_gemm``): tile rules, block swizzle and one AI core's
+program (facts 3.5, S3). Pure functions: no SimPy.
 
 - ``GemmTiling``: block, L0 k-step, L1 stages, MAD sub-tile, cores.
 - tile rules: ``stage_bytes``, ``l0_k_step``, ``l0c_split``, ``fit_block_k``,

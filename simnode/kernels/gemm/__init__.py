@@ -7,7 +7,7 @@ gives the lower bound a run can never beat. Pure functions: no SimPy.
 The output blocks BLOCK_M x BLOCK_N are dealt to the cores in waves, in an order swizzled
 in groups of ``swizzle_rows`` block-rows so that the blocks of one wave share A rows and B
 columns and re-read them from L2 (facts 3.5). Each core runs its blocks through the
-program of ``gemm_core`` (multi-stage L1, two L0 stages, two L0C halves), storing C
+program of ``gemm.core`` (multi-stage L1, two L0 stages, two L0C halves), storing C
 straight from L0C to GM.
 """
 
@@ -21,7 +21,7 @@ from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.kernels import builds_records
-from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTask, buffer_plan,
+from simnode.kernels.gemm.core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTask, buffer_plan,
                                        core_program, dtype_bytes, fit_block_k, l0_k_step,
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,
                                        tile_cost_cycles, ub_epilogue, up16)
