@@ -141,10 +141,6 @@ def test_every_parameter_a_kind_reads_is_declared(name):
 SAME_IN_EVERY_KIND = ("type", "unit", "min_value", "max_value", "positive", "choices")
 DTYPE_SHARED = tuple(a for a in SAME_IN_EVERY_KIND if a != "choices")
 
-# TEMPORARY: fields the supernode kinds (deepep, deepep_hccs, moe_layer, transport) and the
-# grouped GEMM's generated routing declare differently, until the expert-parallel family
-# declares them once; an entry that no longer differs must leave this list.
-NOT_YET_ONE_DECLARATION = {"batch_window_ns", "hot_share", "num_ranks", "routing"}
 
 
 def declaration_differences(kinds: dict) -> dict[str, list[str]]:
@@ -168,10 +164,7 @@ def declaration_differences(kinds: dict) -> dict[str, list[str]]:
 
 def test_a_field_name_is_declared_alike_by_every_kind():
     found = declaration_differences(KINDS)
-    new = {k: v for k, v in found.items() if k not in NOT_YET_ONE_DECLARATION}
-    assert not new, f"fields declared differently by two kinds: {new}"
-    assert NOT_YET_ONE_DECLARATION <= set(found), \
-        f"declared alike now, drop from NOT_YET_ONE_DECLARATION: {NOT_YET_ONE_DECLARATION - set(found)}"
+    assert not found, f"fields declared differently by two kinds: {found}"
 
 
 def test_a_plugged_in_kind_is_held_to_the_same_declarations(tmp_path, monkeypatch, repo_root):
@@ -186,7 +179,7 @@ def test_a_plugged_in_kind_is_held_to_the_same_declarations(tmp_path, monkeypatc
     kinds = all_kinds()
     assert {"toy_ring", "odd_columns"} <= set(kinds)
     found = declaration_differences(kinds)
-    assert set(found) - NOT_YET_ONE_DECLARATION == {"n"}
+    assert set(found) == {"n"}
     assert found["n"] == ["gemm/odd_columns: type 'int' / 'number', unit 'columns' / '1', "
                           "min_value 1 / None"]
 

@@ -145,15 +145,6 @@ KINDS_PACKAGE = "simnode.workloads.kinds"
 PLUGINS_VARIABLE = "SIMNODE_KINDS"
 PLUGINS_SOURCE = f"the {PLUGINS_VARIABLE} environment variable"
 
-# TEMPORARY: kinds whose modules are not yet in KINDS_PACKAGE (they call ``register`` when
-# imported). They move there with the expert-parallel family; then this list goes.
-LEGACY_MODULES = {
-    "deepep": "simnode.workloads.deepep",
-    "deepep_hccs": "simnode.workloads.deepep_hccs",
-    "moe_layer": "simnode.workloads.moe_layer",
-    "transport": "simnode.workloads.transport",
-}
-
 _KINDS: dict[str, WorkloadKind] = {}
 
 
@@ -191,7 +182,6 @@ def names() -> list[str]:
     package = importlib.import_module(KINDS_PACKAGE)
     own = {m.name: f"{KINDS_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
            if not m.name.startswith("_")}
-    own.update(LEGACY_MODULES)
     plugins = _plugins()
     both = sorted(set(own) & set(plugins))
     if both:
@@ -220,7 +210,6 @@ def _module_of(name: str) -> str | None:
     if name.isidentifier() and not name.startswith("_") \
             and importlib.util.find_spec(f"{KINDS_PACKAGE}.{name}") is not None:
         own = f"{KINDS_PACKAGE}.{name}"
-    own = own or LEGACY_MODULES.get(name)
     plugin = _plugins().get(name)
     if plugin is not None and own is not None:
         raise _clash(name, own, plugin)

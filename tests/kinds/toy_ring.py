@@ -17,7 +17,8 @@ from simnode.network.bound import port_loads
 from simnode.network.flows import FlowNetwork
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind
-from simnode.workloads.supernode import link_series, link_util, with_num_ranks
+from simnode.ep.size import with_num_ranks
+from simnode.workloads.supernode import link_series, link_util
 
 FIELDS = (
     Field("num_ranks", "int", 0, "ranks (0 = the topology's supernode.num_ranks)", min_value=0,

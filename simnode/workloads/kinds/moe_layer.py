@@ -31,7 +31,7 @@ from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
 from simnode.moe.layer import OVERLAPS, LayerParams, MoELayerSim
 from simnode.report.result import KernelRecord, Result, fig
-from simnode.workloads.registry import Field, WorkloadKind, register
+from simnode.workloads.registry import Field, WorkloadKind
 from simnode.workloads.supernode import link_series, link_util
 
 FIELDS = (
@@ -201,6 +201,6 @@ def _result(name: str, lr, params: dict) -> Result:
                   tuple(kernels), tuple(header), series, seed=params["seed"])
 
 
-KIND = register(WorkloadKind("moe_layer", FIELDS, run,
+KIND = WorkloadKind("moe_layer", FIELDS, run,
                              "one MoE layer: dispatch, expert GEMMs, SwiGLU, combine on one clock",
-                             needs_supernode=True, check=check))
+                             needs_supernode=True, check=check)

@@ -17,7 +17,7 @@ from simnode.ep import fields
 from simnode.ep.deepep_hccs import DISPATCH_DTYPES, HccsCosts, HccsSim, build_hccs_plan
 from simnode.ep.size import topology_for
 from simnode.report.result import fig
-from simnode.workloads.registry import WorkloadKind, register
+from simnode.workloads.registry import WorkloadKind
 from simnode.workloads.supernode import ep_result, run_kernels
 
 FIELDS = (*fields.SHAPE, fields.DISPATCH_DTYPE, fields.PHASE, *fields.ROUTING,
@@ -64,6 +64,6 @@ def run(topology, params: dict, options=None, name: str = "deepep_hccs"):
                      "GBps without the rank's own rows", record)
 
 
-KIND = register(WorkloadKind("deepep_hccs", FIELDS, run, "DeepEP-Ascend normal kernels on A3 "
+KIND = WorkloadKind("deepep_hccs", FIELDS, run, "DeepEP-Ascend normal kernels on A3 "
                              "(910C) dies over HCCS memory semantics", needs_supernode=True,
-                             check=check, records=(HccsCosts,)))
+                             check=check, records=(HccsCosts,))

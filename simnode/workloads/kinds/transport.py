@@ -34,7 +34,7 @@ from simnode.network.bound import analytical_bound_ns
 from simnode.network.flows import FlowNetwork
 from simnode.network.urma import RankEndpoints, busiest
 from simnode.report.result import KernelRecord, Result, fig
-from simnode.workloads.registry import Field, Reference, WorkloadKind, register
+from simnode.workloads.registry import Field, Reference, WorkloadKind
 from simnode.workloads.supernode import link_series, link_util
 
 PATTERNS = ("p2p", "ring", "alltoall")
@@ -231,5 +231,5 @@ def _result(name, spec, params, peers, out) -> Result:
                   tuple(link_series("transport", out["util"])), roofline_ns=out["bound_ns"])
 
 
-KIND = register(WorkloadKind("transport", FIELDS, run, "put microbenchmark (p2p, ring, all-to-all) on a supernode",
-                             needs_supernode=True, check=check, cost=cost, reference=REFERENCE))
+KIND = WorkloadKind("transport", FIELDS, run, "put microbenchmark (p2p, ring, all-to-all) on a supernode",
+                             needs_supernode=True, check=check, cost=cost, reference=REFERENCE)

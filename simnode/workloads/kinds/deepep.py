@@ -26,7 +26,7 @@ from simnode.ep.deepep_plan import DeepEPParams, build_plan
 from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
 from simnode.report.result import fig
-from simnode.workloads.registry import Field, Reference, WorkloadKind, register
+from simnode.workloads.registry import Field, Reference, WorkloadKind
 from simnode.workloads.supernode import ep_result, run_kernels, two_processes
 
 FIELDS = (
@@ -142,6 +142,6 @@ def _what_if_stalls(spec, plan, kind: str) -> tuple[float, float]:
             float(np.mean([spec.wqe_stall_ns(n) for n in peers])))
 
 
-KIND = register(WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
+KIND = WorkloadKind("deepep", FIELDS, run, "DeepEP dispatch + combine on a supernode",
                              needs_supernode=True, check=check, records=(DeepEPCosts,),
-                             cost=cost, reference=REFERENCE, wall_share=wall_share))
+                             cost=cost, reference=REFERENCE, wall_share=wall_share)
