@@ -128,10 +128,6 @@ def resolve(written: str, near: str) -> Path:
     return REPO_ROOT / p
 
 
-#: the keys of a topology file that names its overlays (``expand_topology``)
-BASED_KEYS = ("base", "overlay", "note")
-
-
 def _near(written: str, file: Path) -> Path:
     """A path written in ``file``: relative ones from the file's folder (normalized, so a
     ``../`` does not show in messages and describe)."""

@@ -87,13 +87,6 @@ def _mn(r: Region) -> tuple[int, int]:
     return r.elements // n, n
 
 
-def _gm_use(r: Region, write: bool) -> None:
-    if write:
-        r.obj.written = True
-    else:
-        r.obj.read = True
-
-
 def copy(src, dst, l2=None, transpose=False) -> None:
     """One copy; ``transpose`` costs as the plain copy (the MTE converts layouts on the path,
     facts 3.3). UB ends run on every AIV in scope, each on its own UB."""

@@ -136,9 +136,6 @@ class Region:
         """The L2 tile name of a GM region: tensor, start and extent."""
         return (self.obj.name, self.starts, self.extents)
 
-    def squeezed(self) -> tuple:
-        return tuple(e for e in self.extents if e != 1)
-
     def describe(self) -> str:
         if self.extents is None:
             return f"{self.obj.name}[{', '.join(map(str, self.starts))}]"
