@@ -32,14 +32,10 @@ def _prod(shape) -> int:
     return n
 
 
-class Tensor:
-    """A global-memory tensor: name, shape, dtype; ``read`` / ``written`` record its use."""
-    __slots__ = ("name", "shape", "dtype", "read", "written")
-    scope = "gm"
-
-    def __init__(self, name: str, shape: tuple, dtype: str):
-        self.name, self.shape, self.dtype = name, shape, dtype
-        self.read = self.written = False
+class _Array:
+    """What a tensor and a buffer share: a named, shaped, typed array that slicing turns
+    into a ``Region``."""
+    __slots__ = ()
 
     @property
     def nbytes(self) -> int:
@@ -49,7 +45,17 @@ class Tensor:
         return make_region(self, idx)
 
     def __repr__(self) -> str:
-        return f"{self.name}{list(self.shape)} {self.dtype} (gm)"
+        return f"{self.name}{list(self.shape)} {self.dtype} ({self.scope})"
+
+
+class Tensor(_Array):
+    """A global-memory tensor: name, shape, dtype; ``read`` / ``written`` record its use."""
+    __slots__ = ("name", "shape", "dtype", "read", "written")
+    scope = "gm"
+
+    def __init__(self, name: str, shape: tuple, dtype: str):
+        self.name, self.shape, self.dtype = name, shape, dtype
+        self.read = self.written = False
 
 
 class Phys:
@@ -73,7 +79,7 @@ class Phys:
         self.clock = 0               #: the builder's allocation count when last (re)allocated
 
 
-class Buffer:
+class Buffer(_Array):
     """An on-chip allocation of one block: scope, shape, dtype, and its ``Phys`` per unit."""
     __slots__ = ("name", "scope", "shape", "dtype", "phys", "at", "_whole")
 
@@ -88,16 +94,6 @@ class Buffer:
         if r is None:
             r = self._whole = Region(self, (0,) * len(self.shape), self.shape)
         return r
-
-    @property
-    def nbytes(self) -> int:
-        return dtypes.nbytes(_prod(self.shape), self.dtype)
-
-    def __getitem__(self, idx) -> "Region":
-        return make_region(self, idx)
-
-    def __repr__(self) -> str:
-        return f"{self.name}{list(self.shape)} {self.dtype} ({self.scope})"
 
 
 class Region:
