@@ -45,6 +45,22 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep=deep)
 
 
+#: the checkout's root (the folder holding topologies/): where the relative paths that
+#: shipped files write start
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_path(written: str, near: str) -> Path:
+    """A path written in the file ``near``: next to that file if it is there (a user's own
+    files side by side), else from the repository root (as shipped files write them)."""
+    p = Path(written).expanduser()
+    if p.is_absolute():
+        return p
+    if near and (Path(near).parent / p).is_file():
+        return Path(near).parent / p
+    return REPO_ROOT / p
+
+
 def load_yaml(path: str | Path) -> dict:
     """Read a YAML file that must hold a mapping; errors name the file."""
     if not str(path).strip():
