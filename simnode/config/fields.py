@@ -144,10 +144,7 @@ class Reader:
         if positive and value < MIN_POSITIVE:   # a rate so small that times overflow to inf
             raise self.error(key, value, f"a number of at least {MIN_POSITIVE:g} (smaller rates "
                                          f"and sizes overflow the simulated clock)")
-        if min_value is not None and value < min_value:
-            raise self.error(key, value, f"a number >= {min_value}")
-        if max_value is not None and value > max_value:
-            raise self.error(key, value, f"a number <= {max_value}")
+        self._bounded(key, value, min_value, max_value, "a number")
         return float(value)
 
     def integer(self, key: str, *, min_value: int | None = None, max_value: int | None = None,
@@ -158,11 +155,14 @@ class Reader:
                 value = int(value)
             else:
                 raise self.error(key, value, "an integer")
-        if min_value is not None and value < min_value:
-            raise self.error(key, value, f"an integer >= {min_value}")
-        if max_value is not None and value > max_value:
-            raise self.error(key, value, f"an integer <= {max_value}")
+        self._bounded(key, value, min_value, max_value, "an integer")
         return int(value)
+
+    def _bounded(self, key: str, value, min_value, max_value, noun: str) -> None:
+        if min_value is not None and value < min_value:
+            raise self.error(key, value, f"{noun} >= {min_value}")
+        if max_value is not None and value > max_value:
+            raise self.error(key, value, f"{noun} <= {max_value}")
 
     def integer_list(self, key: str, *, min_value: int | None = None, default=_MISSING) -> tuple:
         """A list of integers (YAML ``[1, 2, 3]``), as a tuple."""

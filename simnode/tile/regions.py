@@ -9,12 +9,13 @@
 - ``Region``: ``obj[starts : starts + extents]``; all-integer indexing gives a *point*
   whose extents come from the other operand of a copy (TileLang's convention).
 
-Dependencies are tracked per slot on row ranges of dimension 0 (``Region.rows``): enough to
-tell the two halves of a dual copy apart; other dimensions count as whole rows.
+Dependencies are tracked per slot on row ranges of dimension 0 (``Region.lo`` to ``hi``):
+enough to tell the two halves of a dual copy apart; other dimensions count as whole rows.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 
 from simnode.tile import dtypes
@@ -25,13 +26,6 @@ SCOPES = ("l1", "l0a", "l0b", "l0c", "ub")
 SCOPE_UNIT = {"l1": "aic", "l0a": "aic", "l0b": "aic", "l0c": "aic", "ub": "aiv", "l0s": "aic"}
 
 
-def _prod(shape) -> int:
-    n = 1
-    for e in shape:
-        n *= e
-    return n
-
-
 class _Array:
     """What a tensor and a buffer share: a named, shaped, typed array that slicing turns
     into a ``Region``."""
@@ -39,7 +33,7 @@ class _Array:
 
     @property
     def nbytes(self) -> int:
-        return dtypes.nbytes(_prod(self.shape), self.dtype)
+        return dtypes.nbytes(math.prod(self.shape), self.dtype)
 
     def __getitem__(self, idx) -> "Region":
         return make_region(self, idx)
@@ -106,7 +100,7 @@ class Region:
         if extents is not None:
             self.lo = starts[0]
             self.hi = starts[0] + extents[0]
-            self.n = _prod(extents)
+            self.n = math.prod(extents)
 
     @property
     def is_point(self) -> bool:
@@ -123,10 +117,6 @@ class Region:
     @property
     def nbytes(self) -> int:
         return dtypes.nbytes(self.n, self.obj.dtype)
-
-    @property
-    def rows(self) -> tuple[int, int]:
-        return (self.lo, self.hi)
 
     def key(self) -> tuple:
         """The L2 tile name of a GM region: tensor, start and extent."""
