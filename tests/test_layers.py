@@ -19,6 +19,7 @@ LAYERS = (
     ("engine, instructions", ("simnode.engine", "simnode.instr")),   # instr: records, schedules
     ("hardware, network", ("simnode.hardware", "simnode.network")),
     ("kernels, tile, moe", ("simnode.kernels", "simnode.tile", "simnode.moe")),
+    ("decode", ("simnode.decode",)),                         # a decode step's model, kernels, memory
     ("report", ("simnode.report",)),                         # the result shape and its renderers
     ("workloads", ("simnode.workloads",)),
     # calibrate: the fit's solver, cases and report, which run cases through the commands'
