@@ -20,6 +20,10 @@ def MiB_to_bytes(capacity_MiB: float) -> int:
     return int(capacity_MiB * BYTES_PER_MiB)
 
 
+def GB_to_bytes(capacity_GB: float) -> int:
+    return int(capacity_GB * BYTES_PER_GB)
+
+
 def tflops(flops: float, time_ns: float) -> float:
     """Achieved TFLOPS of ``flops`` floating-point operations in ``time_ns``."""
     return flops / time_ns / (FLOP_PER_TFLOP / NS_PER_S) if time_ns > 0 else 0.0
