@@ -311,9 +311,9 @@ def _module(name: str, path: Path):
 def test_the_layer_table_is_test_layers_s():
     layers = _module("layers_under_docs", ROOT / "tests" / "test_layers.py").LAYERS
     rows = table_rows((DOCS / "architecture.md").read_text(), "| layer | packages |")
-    assert [r[0] for r in rows] == [name for name, _ in layers]
-    for (name, prefixes), row in zip(layers, rows):
-        assert set(backticked(row[1])) == set(prefixes), name
+    assert [r[0] for r in rows] == [layer[0] for layer in layers]        # (name, prefixes, ...)
+    for layer, row in zip(layers, rows):
+        assert set(backticked(row[1])) == set(layer[1]), layer[0]
 
 
 def test_the_benchmarks_table_is_process_rows():
