@@ -12,4 +12,5 @@ BUILTIN = {
     "grouped_gemm": "simnode.workloads.grouped_gemm",
     "swiglu": "simnode.workloads.swiglu",
     "moe_layer": "simnode.workloads.moe_layer",
+    "lightning_indexer": "simnode.workloads.lightning_indexer",
 }
