@@ -20,11 +20,12 @@ and runs the reduction VF (``vf.cann_reduce``); MTE3 stores the scores to a GM w
 The scalar waits for that store (``MTE3_S``) before it issues the next block's loads (an
 MTE3 -> MTE2 flag here), and "UB slot free" goes to the AIC then. After a part's last block
 each query's row is read back and its top-k taken (``ProcessTopK``, ``vf.cann_topk``), serially
-(load, VFs, store); a part of a unit cut across cores keeps its top-k with their keys, and the
-core of the unit's first part merges them after all its own parts (``vf.cann_merge_index``).
+(load, VFs, store); a part of a unit cut across cores keeps its top-k with their keys, and after
+all their parts the AIVs of the unit's cores merge them, a query row each (the reduction, LD,
+that the metadata op assigns; ``vf.cann_merge_index``).
 Not modeled: the scalar's reads of the block table from GM (no source gives their cost), and
-the merge's wait for the other cores' parts (simnode has no flag between AI cores; the split
-is even, so the parts end within about a block of each other).
+the merge's wait for the other cores' parts (the kernel's SyncAll; simnode has no flag between
+AI cores, and the split is even, so the parts end within about a block of each other).
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def _pages(p: IndexerParams, key0: int, keys: int):
 
 
 def core_program(prog: CoreProgram, parts: list[Part], p: IndexerParams, merges=()) -> None:
-    """Fill ``prog`` with one core's program for ``parts``, then the merges it owes: for each
-    unit cut across cores whose first part it holds, that unit's parts (``merges``)."""
+    """Fill ``prog`` with one core's program for ``parts``, then the merges it owes
+    (``merges``: (the cut unit's parts, query, AIV), from ``merge_tasks``)."""
     mte2, mte1 = prog.pipe("aic", "mte2").append, prog.pipe("aic", "mte1").append
     mm, fix = prog.pipe("aic", "m").append, prog.pipe("aic", "fix").append
     aiv = {u: (prog.pipe(u, "mte2").append, prog.pipe(u, "v").append, prog.pipe(u, "mte3").append)
@@ -171,13 +172,30 @@ def core_program(prog: CoreProgram, parts: list[Part], p: IndexerParams, merges=
         for u, qs in zip(aiv, split):
             for q in qs:
                 _row_topk(aiv[u], p, part, q, t, prog.core, u)
-    for unit in merges:
-        for u, qs in zip(aiv, aiv_queries(unit[0])):
-            for q in qs:
-                _merge(aiv[u], p, unit, q)
+    for unit, q, u in merges:
+        _merge(aiv[u], p, unit, q)
     for s in range(UB_SLOTS):                                 # FreeEventID: the last releases
         fix(XWait("aiv0", X_FREE + (t + s) % UB_SLOTS))
         fix(XWait("aiv1", X_FREE + (t + s) % UB_SLOTS))
+
+
+def merge_tasks(per_core: list[list[Part]]) -> dict:
+    """Core -> its merges, (the unit's parts, query, AIV) each: a cut unit's query rows dealt one
+    per AIV over the AIVs of the cores holding its parts, in part order (the metadata op gives
+    every AIV its own reduction rows, mStart / mNum)."""
+    cut: dict = {}
+    for c, parts in enumerate(per_core):
+        for part in parts:
+            if part.parts > 1:
+                cut.setdefault((part.seq, part.group), []).append((c, part))
+    out: dict = {}
+    for held in cut.values():
+        unit = [part for _c, part in held]
+        aivs = [(c, u) for c, _part in held for u in ("aiv0", "aiv1")]
+        for j, q in enumerate(unit[0].queries):
+            c, u = aivs[j % len(aivs)]
+            out.setdefault(c, []).append((unit, q, u))
+    return out
 
 
 def part_keys(p: IndexerParams, part: Part, q: int) -> int:

@@ -56,22 +56,18 @@ def indexer_schedule(chip: ChipSpec, p: IndexerParams) -> KernelSchedule:
     if p.kernel == "cann":
         per_core = cann_parts(p, cores)
         plan = cann.buffer_plan(p)
-        cut: dict = {}                              # a cut unit -> its parts, in order
-        for parts in per_core:
-            for part in parts:
-                if part.parts > 1:
-                    cut.setdefault((part.seq, part.group), []).append(part)
+        merges = cann.merge_tasks(per_core)
         for c, parts in enumerate(per_core):
             if not parts:
                 continue
             prog = CoreProgram(c)
-            owed = [cut[(x.seq, x.group)] for x in parts if x.parts > 1 and x.part == 0]
-            cann.core_program(prog, parts, p, owed)
+            cann.core_program(prog, parts, p, merges.get(c, ()))
             prog.buffers = plan
             progs.append(prog)
         meta.update(units=sum(part.part == 0 for parts in per_core for part in parts),
                     blocks=sum(part.blocks for parts in per_core for part in parts),
-                    cut_units=len(cut), busiest_core_blocks=max(sum(x.blocks for x in parts) for parts in per_core))
+                    cut_units=sum(part.parts > 1 and part.part == 0 for parts in per_core for part in parts),
+                    busiest_core_blocks=max(sum(x.blocks for x in parts) for parts in per_core))
     else:
         per_core = deepgemm_segments(p, cores)
         plan = deepgemm.buffer_plan(p)
