@@ -55,7 +55,7 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from simnode.engine import maxmin
+from simnode.engine import maxmin, mix
 from simnode.engine.series import BinnedSeries
 
 INF = math.inf
@@ -94,13 +94,7 @@ def _odd_multipliers(n: int, seed: int = 17) -> np.ndarray:
     """``n`` odd 63-bit multipliers from splitmix64 (any fixed odd numbers would do: the
     hash only filters, ``_has_repeats`` checks meeting hashes exactly; numpy.random is not
     imported for them, ~25 ms of a short run's start)."""
-    out, x = [], seed
-    for _ in range(n):
-        x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-        out.append(((z ^ (z >> 31)) >> 2) * 2 + 1)     # < 2^63: fits int64
-    return np.array(out, dtype=np.int64)
+    return np.array([(z >> 2) * 2 + 1 for z in mix.sequence(seed, n)], dtype=np.int64)
 
 
 _HASH = _odd_multipliers(64)

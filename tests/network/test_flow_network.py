@@ -5,8 +5,9 @@ import pytest
 import simpy
 
 from simnode.network.bound import analytical_bound_ns
-from simnode.network.clos import build_clos, ecmp_choice
+from simnode.network.clos import build_clos
 from simnode.network.flows import FlowNetwork
+from simnode.network.routes import ecmp_choice
 from simnode.config.supernode import SupernodeSpec
 
 
