@@ -53,9 +53,9 @@ from typing import Callable
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
 
 from simnode.engine import maxmin, mix
+from simnode.engine.clock import Delayed
 from simnode.engine.series import BinnedSeries
 
 INF = math.inf
@@ -331,16 +331,7 @@ _KERNEL_CONSTANTS = {"INF": INF, "EPS_UNITS": EPS_UNITS, "EPS_REL": EPS_REL}
 
 
 # -- events -----------------------------------------------------------------------------------------
-class _Delayed(simpy.Event):
-    """An event that can be triggered to fire after a delay (as ``simpy.Timeout`` does)."""
-
-    def fire_in(self, delay_ns: float, value=None) -> None:
-        self._ok = True
-        self._value = value
-        self.env.schedule(self, NORMAL, delay_ns)
-
-
-class Transfer(_Delayed):
+class Transfer(Delayed):
     """A transfer's completion event: fires ``latency_ns`` after its last unit is served.
 
     ``value`` is the ``tag`` given at start. ``injected`` fires when the last unit has been
@@ -358,15 +349,12 @@ class Transfer(_Delayed):
         self.tag = tag
         self.start_ns = env.now             #: time it was started
         self.served_ns: float | None = None   #: time its last unit was served
-        self._injected: _Delayed | None = None
-        # simpy sets _ok only when the event fires; a key added after the others makes
-        # CPython give the instance its own dict (~0.7 KB each with a million live transfers)
-        self._ok = True
+        self._injected: Delayed | None = None
 
     @property
     def injected(self) -> simpy.Event:
         if self._injected is None:
-            self._injected = _Delayed(self.env)
+            self._injected = Delayed(self.env)
             if self.served_ns is not None:      # already finished: fire at its served time
                 self._injected.fire_in(max(self.served_ns - self.env.now, 0.0), self.tag)
         return self._injected
@@ -379,7 +367,7 @@ class Transfer(_Delayed):
             self._injected.fire_in(served_in_ns, self.tag)
 
 
-class Group(_Delayed):
+class Group(Delayed):
     """Transfers started together by ``Share.start_group``: fires when the last has arrived
     (served + its latency); ``served_ns[k]`` and ``arrival_ns[k]`` per member afterwards.
     While it runs, its members' state lives in the share's arrays (so that completions of
@@ -395,7 +383,6 @@ class Group(_Delayed):
         self._share = None
         self._served = np.full(latency_ns.shape[0], np.nan)   # own copy once done
         self._last = env.now
-        self._ok = True
 
     @property
     def on_served(self):
@@ -683,7 +670,7 @@ class Share:
         if size > 0 and not self._fast:
             self.transfers_started += 1
             self._pending.append((key, weights, size, member))
-            if not self._in_wake and self._wake_at != self.env._now:
+            if not self._in_wake and self._wake_at != self.env.now:
                 self._request_start()               # (a wake due now places it: nothing to ask)
         else:                                       # (a copy of no bytes, or uncontended)
             self._begin(size, key[1], weights, key[0], member)

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from simnode.config.chip import DTYPE_BITS, GM_PATHS, ChipSpec
+from simnode.engine.clock import Later
 from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER
 from simnode.errors import DeadlockError, ScheduleError
@@ -125,25 +126,6 @@ class _Flag:
         self.waiter = None
 
 
-class _Later:
-    """The GM copies due to start at one instant, as one entry of SimPy's queue instead of an
-    event each (what the queue needs of an event, ``callbacks`` and ``_ok``, and no more).
-    Each copy keeps the event id a Timeout of its own would have had, and the entry sits in
-    the queue under the id of its first copy not yet started: before each further copy,
-    ``ChipSim._start_due`` hands back to SimPy if an event of SimPy's would come first
-    (a smaller (time, priority, id)). So copies start in exactly the order their own events
-    would have run in, and every other event keeps its id."""
-    __slots__ = ("callbacks", "fire", "_ok", "_value", "at", "due")
-
-    def __init__(self, sim: "ChipSim", at: float):
-        self.callbacks = None
-        self.fire = [sim._start_due]
-        self._ok = True
-        self._value = None
-        self.at = at                #: the queue time (``now + delay`` as SimPy computes it)
-        self.due = deque()          #: (event id, pipe), ids increasing
-
-
 class _Pipe:
     """One pipe's place in its instruction list and its clocks (see the module docstring)."""
     __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
@@ -210,7 +192,7 @@ class ChipSim:
         self._ready: deque = deque()
         self._draining = False
         self._pipes: list = []
-        self._later: dict = {}              # queue time -> its ``_Later``
+        self._later = Later(self.env, self._issue_later)   # GM copies due later
         self._pid = tracer.process(name) if tracer.enabled else 0
         # every GM read crosses L2, a miss or a write HBM as well (facts 1.1/1.4)
         self._res_hit = (self.r_l2,)
@@ -349,34 +331,9 @@ class ChipSim:
 
     def _resume_at(self, p: _Pipe) -> None:
         """A pipe whose next GM copy starts at ``p.t`` > now: start that copy then
-        (``_issue_later``), in the order a Timeout of that delay would run in (``_Later``); the
-        pipe stays suspended until the copy has streamed."""
-        env = self.env
-        now = env._now
-        at = now + (p.t - now)              # SimPy's time of a Timeout of that delay
-        eid = next(env._eid)                # and its id: consumed, so other events keep theirs
-        b = self._later.get(at)
-        if b is None:
-            b = self._later[at] = _Later(self, at)
-            b.callbacks = b.fire
-            heapq.heappush(env._queue, (at, _NORMAL, eid, b))
-        b.due.append((eid, p))
-
-    def _start_due(self, b: _Later) -> None:
-        """SimPy reached ``b``: start its copies in id order while none of SimPy's own events
-        comes before the next one (else queue ``b`` again under that one's id)."""
-        due, queue, at = b.due, self.env._queue, b.at
-        while due:
-            eid, p = due[0]
-            if queue:
-                head = queue[0]
-                if head[0] == at and (head[1] < _NORMAL or (head[1] == _NORMAL and head[2] < eid)):
-                    b.callbacks = b.fire
-                    heapq.heappush(queue, (at, _NORMAL, eid, b))
-                    return
-            due.popleft()
-            self._issue_later(p)
-        del self._later[at]
+        (``_issue_later``), in the order a Timeout of that delay would run in
+        (``simnode.engine.clock.Later``); the pipe stays suspended until the copy has streamed."""
+        self._later.call_at(p.t, p)
 
     def _issue_later(self, p: _Pipe) -> None:
         """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
@@ -726,7 +683,7 @@ class ChipSim:
                 if path.gm:
                     p.t = t
                     i = n - 1 - left()
-                    if t > env._now:
+                    if t > env.now:
                         # started when the clock reaches ``t`` (``_issue_later``); the pipe
                         # stays suspended until the copy has streamed
                         p.i = i
@@ -833,7 +790,6 @@ _TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
 #: all hit (B is a first touch of the core), and trying them cost it ~8% of its run time
 #: (``_run`` tests the next three ops for copies before it asks ``_burst_len``)
 MIN_BURST = 4
-_NORMAL = simpy.events.NORMAL
 _Copy = isa.Copy
 
 
