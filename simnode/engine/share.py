@@ -518,7 +518,7 @@ class Share:
         self._seq = 0
         self._work = 0                      # incidences solved so far (interpreted)
         self._k = {f.__name__: f for f in _KERNELS}
-        self._solve_fn = maxmin._rates
+        self._solve_fn = maxmin.rates
         self._scratch = None
         self._due_scratch = None
         self._one = None
@@ -1770,10 +1770,8 @@ class Share:
         ``maxmin.solve`` grows its per-incidence part as needed)."""
         s = self._scratch
         nres = len(self._cap)
-        if s is None or len(s[1]) < rows or len(s[0]) != nres or \
-                isinstance(s[0], np.ndarray) != self.compiled:
-            slots, blocks = (len(s[maxmin.SLOTS]), len(s[maxmin.BLOCKS])) if s is not None \
-                else (0, 0)
+        if s is None or not s.fits(nres, rows, self.compiled):
+            slots, blocks = (s.slots, s.blocks) if s is not None else (0, 0)
             # the old buffers go before the new ones are made (a large run's are ~100 B per
             # class: both at once would be the run's peak)
             s = self._scratch = None
