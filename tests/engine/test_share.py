@@ -559,8 +559,8 @@ def _waves_run(seed: int, window: float, compile_after: float, inside_starts: st
 def test_group_rows_kept_as_arrays_give_the_results_of_lists(monkeypatch, seed, window,
                                                              compile_after, inside_starts):
     """Interpreted, a group's new rows stay arrays until a reader needs lists (the vector
-    solve reads the arrays): bit for bit the results of making them lists at once (the
-    former form, forced here), through waves that reuse freed rows, a vector solve of
+    solve reads the arrays): bit for bit the results of making them lists at once (forced
+    here), through waves that reuse freed rows, a vector solve of
     exactly one group's rows, solves of mixed rows, series and a switch to compiled loops."""
     from simnode.engine import maxmin
     from simnode.engine.share import solve

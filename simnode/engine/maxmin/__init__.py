@@ -90,21 +90,9 @@ class Scratch:
     blk_res = _field(18, "per block entry: a resource")
     blk_dw = _field(19, "and its mult x weight")
 
-    @property
-    def resources(self) -> int:
-        return len(self.unl)
-
-    @property
-    def rows(self) -> int:
-        return len(self.cap2)
-
-    @property
-    def slots(self) -> int:
-        return len(self.slot_cls)
-
-    @property
-    def blocks(self) -> int:
-        return len(self.blk_res)
+    def sizes(self) -> tuple[int, int, int, int]:
+        """(resources, class rows, slots, block entries) these buffers have room for."""
+        return len(self.unl), len(self.cap2), len(self.slot_cls), len(self.blk_res)
 
     def fits(self, resources: int, rows: int, arrays: bool) -> bool:
         """Whether these buffers serve a problem of ``resources`` and up to ``rows`` class
@@ -143,9 +131,9 @@ def solve(fn, problem: tuple, s: Scratch, arrays: bool) -> tuple[int, Scratch]:
         err = fn(*problem, *s.buffers)
         if err != 2:
             return err, s
-        slots = max(int(s.info[NEED_SLOTS]), s.slots)
-        blocks = max(int(s.info[NEED_BLOCKS]), s.blocks)
-        nres, rows = s.resources, s.rows
+        nres, rows, slots, blocks = s.sizes()
+        slots = max(int(s.info[NEED_SLOTS]), slots)
+        blocks = max(int(s.info[NEED_BLOCKS]), blocks)
         s = None                    # freed before the larger buffers are made (memory peak)
         # room to grow: a fill that needs more asks again, each time for at least 1/4 more
         s = scratch(nres, rows, slots + slots // 4, blocks + blocks // 4, arrays)

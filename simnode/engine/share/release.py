@@ -230,7 +230,7 @@ def release_arrays(table, ghosts: list, solos: list, now: float, series) -> None
             rows, t0, units = table.links[cs[m]], served[m], mw[m]
             units *= over[m][:, None]
         del mw
-        np.negative(units, out=units)           # = -(weight x over), as before
+        np.negative(units, out=units)           # = -(weight x over): units taken back
         series.add_spans(t0, now, rows, units)
         del rows, t0, units
     if (table.n[cs] > 0).any():                 # a keyed class changed its weights

@@ -76,7 +76,7 @@ class _Solver:
         grows its per-incidence part as needed)."""
         s = self.scratch
         if s is None or not s.fits(nres, rows, self.arrays):
-            slots, blocks = (s.slots, s.blocks) if s is not None else (0, 0)
+            slots, blocks = s.sizes()[2:] if s is not None else (0, 0)
             # the old buffers go before the new ones are made (a large run's are ~100 B per
             # class: both at once would be the run's peak)
             s = self.scratch = None
