@@ -21,7 +21,7 @@ Timing rules (facts 3.6):
 - a multi-region copy (``Copy.regions``) is one request: each region hits or misses in
   L2 on its own, and its hit and miss bytes stream concurrently within the path rate.
 - a run of an MTE2 pipe's reads issued back to back that all hit in L2 (a KV gather) streams
-  as one transfer of their bytes (``gm_bursts``; see ``_burst_len``).
+  as one transfer of their bytes (``gm_bursts``; ``simnode.hardware.bursts``).
 - set_flag / cross-core set: fires when every earlier instruction of the pipe has
   completed (facts 3.2); the pipe keeps issuing meanwhile, as a pipe's initiation
   interval and its latency are separate (facts 3.6, S8: latency and II per pipe).
@@ -38,6 +38,9 @@ runs): ``simnode.hardware.lockstep``.
 
 A run whose event queue empties while pipes still wait is a deadlock: it raises
 ``DeadlockError`` naming every stuck pipe and the flag it waits on.
+
+Here: ``ChipSim`` (launch, the op loop ``_run``, the start of GM copies); a pipe's program
+and state in ``simnode.hardware.pipes``; bursts in ``simnode.hardware.bursts``.
 """
 
 from __future__ import annotations
@@ -50,27 +53,19 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from simnode.config.chip import DTYPE_BITS, GM_PATHS, ChipSpec
+from simnode.config.chip import ChipSpec
+from simnode.engine.clock import Later
 from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER
 from simnode.errors import DeadlockError, ScheduleError
 from simnode.hardware import lockstep
+from simnode.hardware.bursts import burst_len, burst_start
 from simnode.hardware.memory import L2Cache
+from simnode.hardware import pipes
+from simnode.hardware.pipes import Path, Pipe, PipeStats, Programs
 from simnode.instr import isa
 from simnode.instr.schedule import KernelSchedule
 from simnode.units import ns_to_us
-
-_WRITE_PATHS = frozenset({"ub_to_gm", "l0c_to_gm"})
-
-
-@dataclass
-class PipeStats:
-    busy_ns: float = 0.0       #: time the pipe spends at its own intrinsic rate
-    stall_ns: float = 0.0      #: extra time GM copies took because L2/HBM were shared
-    queue_full_ns: float = 0.0  #: time issue waited for a free MTE2 outstanding-request slot
-    wait_ns: dict = field(default_factory=dict)  #: time idle on flags, by the pipe that sets them
-    instructions: int = 0
-    finish_ns: float = 0.0
 
 
 @dataclass
@@ -102,83 +97,6 @@ class ChipRun:
         return {k: total[k] / (count[k] * span) for k in sorted(total)}
 
 
-class _Path:
-    __slots__ = ("bw", "base", "ii", "gm", "write", "hit", "miss")
-
-    def __init__(self, spec, freq_GHz):
-        self.bw = spec.bandwidth_B_per_cycle * freq_GHz              # bytes/ns
-        self.base = spec.base_latency_cycles / freq_GHz
-        self.ii = spec.min_issue_interval_cycles / freq_GHz
-        self.gm = spec.name in GM_PATHS
-        self.write = spec.name in _WRITE_PATHS
-        self.hit = self.miss = None     #: (class key, weights) of a one-region copy (ChipSim)
-
-
-class _Flag:
-    """One flag of one core (a pipe pair's event id, or a cross-core flag): the times of its
-    sets not yet consumed (a heap), and the pipe waiting on it, if any."""
-    __slots__ = ("key", "q", "waiter")
-
-    def __init__(self, key):
-        self.key = key
-        self.q = []
-        self.waiter = None
-
-
-class _Later:
-    """The GM copies due to start at one instant, as one entry of SimPy's queue instead of an
-    event each (what the queue needs of an event, ``callbacks`` and ``_ok``, and no more).
-    Each copy keeps the event id a Timeout of its own would have had, and the entry sits in
-    the queue under the id of its first copy not yet started: before each further copy,
-    ``ChipSim._start_due`` hands back to SimPy if an event of SimPy's would come first
-    (a smaller (time, priority, id)). So copies start in exactly the order their own events
-    would have run in, and every other event keeps its id."""
-    __slots__ = ("callbacks", "fire", "_ok", "_value", "at", "due")
-
-    def __init__(self, sim: "ChipSim", at: float):
-        self.callbacks = None
-        self.fire = [sim._start_due]
-        self._ok = True
-        self._value = None
-        self.at = at                #: the queue time (``now + delay`` as SimPy computes it)
-        self.due = deque()          #: (event id, pipe), ids increasing
-
-
-class _Pipe:
-    """One pipe's place in its instruction list and its clocks (see the module docstring)."""
-    __slots__ = ("core", "unit", "pipe", "instrs", "i", "t", "done", "stats", "inflight",
-                 "limit", "cyc", "tid", "qtrack", "busy", "stall", "queue_full", "waits",
-                 "copy_parts", "copy_end", "finished", "name",
-                 "group", "ops", "step", "bursts", "no_burst", "copy_m", "member", "shadows",
-                 "weight")
-
-    def __init__(self, core, unit, pipe, instrs, stats, cyc, limit, now):
-        self.core, self.unit, self.pipe, self.instrs = core, unit, pipe, instrs
-        self.name = f"core{core:02d}.{unit}.{pipe}"
-        self.i = 0
-        self.t = self.done = now
-        self.stats = stats
-        self.inflight = deque()
-        self.limit = limit
-        self.cyc = cyc
-        self.tid = None
-        self.qtrack = None
-        self.busy = self.stall = self.queue_full = 0.0
-        self.waits = {}
-        self.copy_parts = 0
-        self.copy_end = 0.0
-        self.finished = False
-        self.group = None           #: the launch it belongs to: {"left", "done", "run"}
-        self.ops = None             #: the compiled program (``ChipSim._compile``)
-        self.step = None            #: resumes its ``ChipSim._run`` generator
-        self.bursts = False         #: its GM reads may go as bursts (``ChipSim._issue``)
-        self.no_burst = 0           #: no burst starts before this op
-        self.copy_m = 1             #: reads its latest GM issue started (1, or a burst's)
-        self.member = None          #: (callback, pipe) of its GM copies in the share
-        self.shadows = None         #: a representative's: its shadows' records (``lockstep``)
-        self.weight = 1.0           #: the cores whose GM copies it streams (itself included)
-
-
 class ChipSim:
     """One chip. Several may share an ``env`` and a ``share`` (a supernode)."""
 
@@ -189,7 +107,7 @@ class ChipSim:
         the chip's copies and the rank's messages share one clock and one HBM); ``hbm``:
         that HBM's resource id on ``share`` if it exists already (e.g. ``rankR.hbm``);
         ``gm_bursts``: stream an MTE2 pipe's back-to-back GM reads as bursts (the reduced
-        form, see ``_burst_len``); False: every read on its own (the detailed form);
+        form, ``simnode.hardware.bursts``); False: every read on its own (the detailed form);
         ``lockstep``: run a schedule's lock-step groups as one core each (the reduced form of
         ``simnode.hardware.lockstep``; not with a tracer); False: every core (the detailed form)."""
         self.chip = chip
@@ -203,23 +121,24 @@ class ChipSim:
         self.r_hbm = hbm if hbm is not None else self.share.add_resource(
             f"{name}.hbm", chip.memory.hbm_bandwidth_GBps)
         self.l2 = L2Cache(chip.memory.l2_capacity_bytes)
-        self._paths = {n: _Path(p, chip.aic_freq_GHz) for n, p in chip.paths.items()}
+        self._paths = {n: Path(p, chip.aic_freq_GHz) for n, p in chip.paths.items()}
         self._aic_cycle_ns = 1.0 / chip.aic_freq_GHz
         self._aiv_cycle_ns = 1.0 / chip.aiv_freq_GHz
         self._flags: dict = {}
+        self._programs = Programs(chip, self._paths, self._flags)
         self._ready: deque = deque()
         self._draining = False
         self._pipes: list = []
-        self._later: dict = {}              # queue time -> its ``_Later``
+        self._later = Later(self.env, self._issue_later)   # GM copies due later
         self._pid = tracer.process(name) if tracer.enabled else 0
         # every GM read crosses L2, a miss or a write HBM as well (facts 1.1/1.4)
-        self._res_hit = (self.r_l2,)
-        self._res_miss = (self.r_l2, self.r_hbm)
+        self.res_hit = (self.r_l2,)
+        self.res_miss = (self.r_l2, self.r_hbm)
         # a one-region copy's class in the share ((cap, resources), weights), made once per
         # path: ``_issue`` hands them over ready-made (``Share.start_keyed``)
         for path in self._paths.values():
-            path.hit = ((path.bw, self._res_hit), (1.0,))
-            path.miss = ((path.bw, self._res_miss), (1.0, 1.0))
+            path.hit = ((path.bw, self.res_hit), (1.0,))
+            path.miss = ((path.bw, self.res_miss), (1.0, 1.0))
 
     # -- public ---------------------------------------------------------------------------
     def launch(self, schedule: KernelSchedule) -> tuple[simpy.Event, ChipRun]:
@@ -253,7 +172,7 @@ class ChipSim:
                 cyc = self._aic_cycle_ns if unit == "aic" else self._aiv_cycle_ns
                 limit = (chip.sync.mte2_outstanding_per_aic if unit == "aic"
                          else chip.sync.mte2_outstanding_per_aiv) if pipe == "mte2" else 1 << 30
-                p = _Pipe(prog.core, unit, pipe, instrs, stats, cyc, limit, now)
+                p = Pipe(prog.core, unit, pipe, instrs, stats, cyc, limit, now)
                 if self.tracer.enabled:
                     p.tid = self.tracer.thread(self._pid, p.name)
                     if p.tid is not None and pipe == "mte2":
@@ -279,7 +198,7 @@ class ChipSim:
         for p in pipes:
             p.stats.finish_ns = now
             p.group = state
-            p.ops = self._compile(p, cache, distinct.pop(id(p.instrs)), runs.pop(id(p.instrs)))
+            p.ops = self._programs.compile(p, cache, distinct.pop(id(p.instrs)), runs.pop(id(p.instrs)))
             p.step = self._run(p).__next__
         if not pipes:
             self._finish(run)
@@ -312,7 +231,7 @@ class ChipSim:
         return run
 
     def raise_deadlock(self, what: str) -> None:
-        stuck = [f"{f.waiter.name} waits on {self._flag_name(f.key)}"
+        stuck = [f"{f.waiter.name} waits on {f.describe()}"
                  for f in sorted((f for f in self._flags.values() if f.waiter is not None),
                                  key=lambda f: (f.waiter.core, f.waiter.unit, f.waiter.pipe))]
         raise DeadlockError(f"'{what}' deadlocked at t = {self.env.now:.1f} ns: no pending "
@@ -328,12 +247,6 @@ class ChipSim:
         run.l2_hits = self.l2.hits - self._l2_base[1]
         run.l2_misses = self.l2.misses - self._l2_base[2]
 
-    @staticmethod
-    def _flag_name(key) -> str:
-        if key[0] == "x":
-            return f"cross-core flag {key[4]} ({key[2]} -> {key[3]})"
-        return f"flag {key[2]}->{key[3]} event {key[4]}"
-
     def _drain(self) -> None:
         """Run ready pipes until each blocks (a trampoline: a pipe that releases another
         queues it instead of calling it, so stacks stay flat and the order is fixed)."""
@@ -347,54 +260,29 @@ class ChipSim:
         finally:
             self._draining = False
 
-    def _resume_at(self, p: _Pipe) -> None:
+    def _resume_at(self, p: Pipe) -> None:
         """A pipe whose next GM copy starts at ``p.t`` > now: start that copy then
-        (``_issue_later``), in the order a Timeout of that delay would run in (``_Later``); the
-        pipe stays suspended until the copy has streamed."""
-        env = self.env
-        now = env._now
-        at = now + (p.t - now)              # SimPy's time of a Timeout of that delay
-        eid = next(env._eid)                # and its id: consumed, so other events keep theirs
-        b = self._later.get(at)
-        if b is None:
-            b = self._later[at] = _Later(self, at)
-            b.callbacks = b.fire
-            heapq.heappush(env._queue, (at, _NORMAL, eid, b))
-        b.due.append((eid, p))
+        (``_issue_later``), in the order a Timeout of that delay would run in
+        (``simnode.engine.clock.Later``); the pipe stays suspended until the copy has streamed."""
+        self._later.call_at(p.t, p)
 
-    def _start_due(self, b: _Later) -> None:
-        """SimPy reached ``b``: start its copies in id order while none of SimPy's own events
-        comes before the next one (else queue ``b`` again under that one's id)."""
-        due, queue, at = b.due, self.env._queue, b.at
-        while due:
-            eid, p = due[0]
-            if queue:
-                head = queue[0]
-                if head[0] == at and (head[1] < _NORMAL or (head[1] == _NORMAL and head[2] < eid)):
-                    b.callbacks = b.fire
-                    heapq.heappush(queue, (at, _NORMAL, eid, b))
-                    return
-            due.popleft()
-            self._issue_later(p)
-        del self._later[at]
-
-    def _issue_later(self, p: _Pipe) -> None:
+    def _issue_later(self, p: Pipe) -> None:
         """The clock reached the issue time of the GM copy at ``p.ops[p.i]``: start it (the
         pipe itself is resumed once it has streamed)."""
         p.copy_m = self._issue(p, p.ops, p.i)
 
-    def _issue(self, p: _Pipe, ops: list, i: int) -> int:
+    def _issue(self, p: Pipe, ops: list, i: int) -> int:
         """Start the GM copy at ``ops[i]``, issued at ``p.t``; an MTE2 read with reads after it
-        goes as one burst with them if they can go as one (``_burst_len``, ``_burst_start``).
+        goes as one burst with them if they can go as one (``bursts``).
         Returns how many reads it started. A copy of one region starts here (this runs once
         per GM copy); one descriptor over several regions in ``_gm_regions``; a lock-step
         group's representative's copies in ``lockstep`` (its group's)."""
         _, ins, path, size = ops[i]
         if p.bursts and i >= p.no_burst and not path.write and i + 4 <= len(ops) \
-                and _COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
-            m = self._burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
+                and pipes.COPY == ops[i + 1][0] == ops[i + 2][0] == ops[i + 3][0]:
+            m = burst_len(ops, i, len(ops), path, size, p.t, p.inflight, p.limit)
             if m > 1:
-                got = self._burst_start(ops, i, m, path, size, p) if p.shadows is None \
+                got = burst_start(self, ops, i, m, path, size, p) if p.shadows is None \
                     else lockstep.burst(self, p, ops, i, m, path, size)
                 if got > 1:
                     return got
@@ -403,7 +291,7 @@ class ChipSim:
                 p.no_burst = i + m if got == -1 else i - got
         if p.shadows is not None:
             lockstep.issue_group(self, p, ins, path, size, i)
-        elif type(ins) is not _Copy or not ins.regions:
+        elif type(ins) is not isa.Copy or not ins.regions:
             # L2 hit or miss: a miss and a write also stream through HBM
             p.copy_end = -math.inf
             p.copy_parts = 1
@@ -418,7 +306,7 @@ class ChipSim:
             self._gm_regions(ins, path, size, p)
         return 1
 
-    def _copy_done(self, served_ns: float, p: _Pipe) -> None:
+    def copy_done(self, served_ns: float, p: Pipe) -> None:
         """The Share served the last byte of (one part of) the pipe's GM copy."""
         if served_ns > p.copy_end:
             p.copy_end = served_ns
@@ -434,7 +322,7 @@ class ChipSim:
                 finally:
                     self._draining = False
 
-    def _gm_regions(self, ins: isa.Copy, path: _Path, size: float, p: _Pipe) -> None:
+    def _gm_regions(self, ins: isa.Copy, path: Path, size: float, p: Pipe) -> None:
         """Start the streaming of a GM copy whose descriptor covers several regions (a
         gather); the pipe is resumed by ``_copy_done`` once every part has streamed."""
         share = self.share
@@ -448,196 +336,13 @@ class ChipSim:
         misses = len(regions) - hits
         p.copy_parts = (hits > 0) + (misses > 0)
         if hits:
-            share.start_cb(part * hits, self._res_hit, None, path.bw * hits / len(regions),
-                           self._copy_done, p)
+            share.start_cb(part * hits, self.res_hit, None, path.bw * hits / len(regions),
+                           self.copy_done, p)
         if misses:
-            share.start_cb(part * misses, self._res_miss, None,
-                           path.bw * misses / len(regions), self._copy_done, p)
+            share.start_cb(part * misses, self.res_miss, None,
+                           path.bw * misses / len(regions), self.copy_done, p)
 
-    # -- bursts of GM reads (the reduced form of a gather) ---------------------------------
-    # A pipe that issues reads back to back (each the moment the previous one finished
-    # streaming: the MTE2 queue has a free slot and each read streams at least its issue
-    # interval) keeps one transfer of one class (its cap, L2) in the share from the first
-    # read to the last when they all hit: the fluid share sees the same thing whether the
-    # reads come one by one or as one transfer of their bytes. So such a run is started as
-    # one transfer (a KV gather: 16 descriptors). Its L2 lookups happen at its start rather
-    # than at each read's own start (a few hundred ns later). A run with a region not in L2
-    # then goes read by read, since which pipe takes a miss depends on when each looks. With
-    # every region present, each lookup hits whenever it happens unless an eviction reaches
-    # the region within the burst, which needs the region at the LRU end of a thrashing L2;
-    # the LRU order differs only in the run's regions turning recent a little earlier.
-    # ``gm_bursts=False``: always read by read (the detailed form). tests/hardware/
-    # test_bursts.py: the two agree to rounding on the sparse MLA prefill and on contended
-    # hand-built runs (L2 not full), and within 0.1% of the makespan with an L2 that thrashes.
-
-    def _burst_len(self, ops, i, n, path, size, t, inflight, limit) -> int:
-        """How many reads from ``ops[i]`` on (same path and size, each after the previous)
-        to stream as one burst if the first issues at ``t``; 1: none."""
-        stream = size / path.bw
-        if stream < path.ii:
-            return 1                        # the issue interval would leave gaps between them
-        j = i + 1
-        while j < n:
-            o = ops[j]
-            if o[0] != _COPY or o[2] is not path or o[3] != size:
-                break
-            j += 1
-        m = j - i
-        if m < MIN_BURST:
-            return 1
-        # read k issues no earlier than t + k x stream and finds at most the older requests
-        # still in flight then plus the k before it (facts 1.4, S1: the outstanding limit).
-        # Below k = limit - (requests in flight now) no read can find the queue full, so the
-        # walk starts there (its pointer, monotone in k, lands where the walk from k = 1 would)
-        q, ptr, left = inflight, 0, len(inflight)
-        k0 = limit - left if limit - left > 1 else 1
-        if k0 >= m:
-            return m
-        for k in range(k0, m):
-            tk = t + k * stream
-            while ptr < left and q[ptr] <= tk:
-                ptr += 1
-            if left - ptr + k >= limit:
-                return k if k >= MIN_BURST else 1
-        return m
-
-    def _burst_start(self, ops, i, m, path, size, p) -> int:
-        """Start the ``m`` reads from ``ops[i]`` as one transfer at the cap each read would
-        have and return ``m``, if every region they read is in L2 (``_burst_hits``); else start
-        nothing and return what ``_burst_hits`` returned."""
-        got = self._burst_hits(ops, i, m, size)
-        if got < 0:
-            return got
-        # the cap of an all-hit read as ``_gm_regions`` computes it, so the burst is in the
-        # same class as other pipes' single reads
-        nreg = len(ops[i][1].regions)
-        cap = path.bw * nreg / nreg if nreg else path.bw
-        p.copy_end = -math.inf
-        p.copy_parts = 1
-        self.share.start_cb(size * m, self._res_hit, None, cap, self._copy_done, p)
-        return m
-
-    def _burst_hits(self, ops, i, m, size) -> float:
-        """If every region the ``m`` reads from ``ops[i]`` read is in L2, count each as a hit
-        and return the bytes of one region (each read then hits); else change nothing and
-        return -(d + 1), d: the first read (from ``ops[i]``) with a region not in L2. (Not the
-        present reads before d alone: read d, a miss, would start at the burst's end, which
-        rounds differently from the read-by-read end, and which pipe takes a miss can turn on
-        that when two look at the same instant.)"""
-        nreg = len(ops[i][1].regions)
-        if nreg:
-            keys = []
-            for k in range(i, i + m):
-                regions = ops[k][1].regions
-                if len(regions) != nreg:
-                    return -(k - i + 1)     # the cap of a read depends on its regions
-                keys.extend(regions)
-            part = size / nreg
-        else:
-            keys = [ops[k][1].gm_key for k in range(i, i + m)]
-            part = size
-        l2 = self.l2
-        n = l2.present(keys)
-        if n < len(keys):
-            return -(n // (nreg or 1) + 1)
-        l2.hit(keys, part)
-        return part
-
-    # -- compiled pipe programs -----------------------------------------------------------
-    def _compile(self, p: _Pipe, cache: dict, distinct: list, runs: list = ()) -> list:
-        """The pipe's instructions as op tuples, resolved once per distinct record (records
-        are shared, frozen objects, so a pipe of a million instructions holds a few hundred):
-        (WAIT, flag, setter), (SET, flag), (TIME, dur, lat) for work that touches nothing
-        shared, (COPY, ins, path, size), (BARRIER,). A TIME op moves the pipe's clock by
-        ``dur`` and its latest completion to at least clock + ``lat``. ``runs``: the pipe's
-        runs of records that repeat earlier ones (``repeat_runs``), whose ops are copied.
-        An MTE2 pipe's copies are not among ``distinct``: their ops are made occurrence by
-        occurrence (``resolve``)."""
-        core, unit = p.core, p.unit
-        traced = p.tid is not None
-        local = cache.setdefault((core, unit, p.pipe, p.cyc, traced), {})
-        Copy, paths, on_mte2 = isa.Copy, self._paths, p.pipe == "mte2"
-        for ins in distinct:                # the pipe's distinct records (``KernelSchedule.check``)
-            key = id(ins)
-            if key in local:
-                continue
-            typ = type(ins)
-            if typ is isa.Mmad or typ is isa.VecOp or typ is isa.Scalar or typ is isa.Delay or (
-                    (typ is Copy or typ is isa.Fixpipe) and not on_mte2
-                    and not paths[ins.path].gm):
-                op = self._time_op(ins, typ, p.cyc, traced)
-            elif typ is isa.WaitFlag:
-                op = (_WAIT, self._flag((core, unit, ins.src, ins.dst, ins.event)), ins.src)
-            elif typ is isa.CrossWait:
-                op = (_WAIT, self._flag(("x", core, ins.from_unit, unit, ins.flag)), ins.from_unit)
-            elif typ is isa.SetFlag:
-                op = (_SET, self._flag((core, unit, ins.src, ins.dst, ins.event)))
-            elif typ is isa.CrossSet:
-                op = (_SET, self._flag(("x", core, unit, ins.to_unit, ins.flag)))
-            elif typ is Copy or typ is isa.Fixpipe:
-                op = (_COPY, ins, paths[ins.path], ins.size_bytes if typ is Copy else _fix_bytes(ins))
-            elif typ is isa.Barrier:
-                op = (_BARRIER,)
-            else:
-                raise ScheduleError(f"{p.name}: cannot execute {ins!r}.")
-            local[key] = op
-        get, instrs = local.__getitem__, p.instrs
-        if on_mte2:
-            # its copies (not among ``distinct``: ``KernelSchedule.check``) are GM copies, whose
-            # ops (COPY, ins, path, size) are made occurrence by occurrence by C-level maps
-            def resolve(seg):           # (one pass, one look at each record)
-                return [(_COPY, ins, paths[ins.path], ins.size_bytes) if type(ins) is Copy
-                        else get(id(ins)) for ins in seg]
-        else:
-            def resolve(seg):
-                return list(map(get, map(id, seg)))
-        if not runs:
-            return resolve(instrs)
-        # a run that repeats earlier records (``CoreProgram.repeats``, checked) repeats their ops
-        ops, pos = [], 0
-        for start, length, src in runs:
-            if start > pos:
-                ops.extend(resolve(instrs[pos:start]))
-            ops.extend(ops[src:src + length])
-            pos = start + length
-        ops.extend(resolve(instrs[pos:]))
-        return ops
-
-    def _flag(self, key) -> "_Flag":
-        f = self._flags.get(key)
-        if f is None:
-            f = self._flags[key] = _Flag(key)
-        return f
-
-    def _time_op(self, ins, typ, cyc, traced) -> tuple:
-        chip = self.chip
-        if typ is isa.Mmad:
-            k0 = chip.cube.macs_per_cycle[ins.dtype] // 256
-            dur = math.ceil(max(ins.m, chip.cube.saturating_m_rows) / 16) \
-                * math.ceil(ins.n / 16) * math.ceil(ins.k / k0) * cyc
-            lat = chip.cube.mmad_latency_cycles * cyc        # pipelined: completes later
-            span = (ins.label or "mmad", {"m": ins.m, "n": ins.n, "k": ins.k, "dtype": ins.dtype})
-        elif typ is isa.VecOp:
-            # one VF streams through load, decoder, ALU and store at once: the slowest
-            # stage sets its time (facts 1.2: decoder, VALU and VRF<->UB rates, S3/S8)
-            dur = chip.vector.cycles(ins) * cyc
-            lat = 0.0
-            span = (ins.label or "vec", {"ops": ins.ops})
-        elif typ is isa.Scalar or typ is isa.Delay:
-            dur = ins.cycles * cyc if typ is isa.Scalar else ins.time_ns
-            lat = 0.0
-            span = (ins.label or typ.__name__.lower(), None)
-        else:                                            # a copy that stays on the core
-            path = self._paths[ins.path]
-            size = ins.size_bytes if typ is isa.Copy else _fix_bytes(ins)
-            stream = size / path.bw
-            dur = stream if stream > path.ii else path.ii    # the pipe issues again after this
-            lat = stream + path.base - dur                   # it completes base latency later
-            span = (ins.label or ins.path, {"bytes": size, "path": ins.path, "_comp": lat})
-        # a traced TIME op is its own kind, so the untraced loop never asks for the tracer
-        return (_TIME_TRACED, dur, lat) + span if traced else (_TIME, dur, lat)
-
-    def _run(self, p: _Pipe):
+    def _run(self, p: Pipe):
         """Pipe ``p`` as a generator: it executes ops until it blocks, yields, and goes on when
         the drain calls it again (``p.step``). Blocking points: a wait on a flag not yet set
         (resumed by the set, which moves ``p.i`` past the wait and ``p.t`` to the set's time)
@@ -651,7 +356,7 @@ class ChipSim:
         env = self.env
         tracer = self.tracer
         tid = p.tid
-        p.member = (self._copy_done, p)     # its GM copies' callback in the share (``_issue``)
+        p.member = (self.copy_done, p)     # its GM copies' callback in the share (``_issue``)
         pid = self._pid
         ready = self._ready
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -668,14 +373,20 @@ class ChipSim:
         # a traced run goes read by read: its trace (the bandwidth counters' order among the
         # spans included) stays that of the detailed form, even for pipes out of its scope
         p.bursts = self.gm_bursts and on_mte2 and not tracer.enabled
-        TIME, WAIT, SET, COPY, BARRIER = _TIME, _WAIT, _SET, _COPY, _BARRIER    # (locals)
+        TIME_TRACED, WAIT, SET, COPY = pipes.TIME_TRACED, pipes.WAIT, pipes.SET, pipes.COPY
         n = len(ops)
         walk = iter(ops)
         walk.__setstate__(i)
         left = walk.__length_hint__         # ops after the current one: n - 1 - its index
         for op in walk:
             kind = op[0]
-            if kind == TIME:
+            if kind <= TIME_TRACED:                 # work that touches nothing shared
+                if kind:                            # traced: its span first
+                    args = op[4]
+                    if args is not None and "_comp" in args:
+                        args = {k: v for k, v in args.items() if k != "_comp"}
+                        args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
+                    tracer.span(pid, tid, op[3], t, op[1], args)
                 dur = op[1]
                 t += dur
                 busy += dur
@@ -690,7 +401,7 @@ class ChipSim:
                 else:
                     if f.waiter is not None:
                         raise ScheduleError(f"{p.name}: two pipes wait on "
-                                            f"{self._flag_name(f.key)} at once.")
+                                            f"{f.describe()} at once.")
                     f.waiter = p
                     p.i, p.t = n - 1 - left(), t
                     yield                           # resumed by the matching set
@@ -726,7 +437,7 @@ class ChipSim:
                 if path.gm:
                     p.t = t
                     i = n - 1 - left()
-                    if t > env._now:
+                    if t > env.now:
                         # started when the clock reaches ``t`` (``_issue_later``); the pipe
                         # stays suspended until the copy has streamed
                         p.i = i
@@ -786,21 +497,9 @@ class ChipSim:
                     push(comp)
                 if comp > done:
                     done = comp
-            elif kind == BARRIER:
+            else:                                   # BARRIER
                 if done > t:
                     t = done
-            else:                                   # _TIME_TRACED
-                args = op[4]
-                if args is not None and "_comp" in args:
-                    args = {k: v for k, v in args.items() if k != "_comp"}
-                    args["done_us"] = round(ns_to_us(t + op[1] + op[2]), 4)
-                tracer.span(pid, tid, op[3], t, op[1], args)
-                dur = op[1]
-                t += dur
-                busy += dur
-                comp = t + op[2]
-                if comp > done:
-                    done = comp
         # the pipe has run its last op
         p.i, p.t, p.done, p.busy = len(ops), t, done, busy
         st = p.stats
@@ -826,17 +525,3 @@ class ChipSim:
             self._finish(state["run"])
             state["done"].succeed()
         yield                                       # never resumed: the drain holds it no more
-
-
-_TIME, _WAIT, _SET, _COPY, _BARRIER, _TIME_TRACED = range(6)
-#: shorter runs of reads go read by read: a GEMM's only runs are its A, B pairs, which never
-#: all hit (B is a first touch of the core), and trying them cost it ~8% of its run time
-#: (``_run`` tests the next three ops for copies before it asks ``_burst_len``)
-MIN_BURST = 4
-_NORMAL = simpy.events.NORMAL
-_Copy = isa.Copy
-
-
-def _fix_bytes(ins: isa.Fixpipe) -> int:
-    """FixPipe moves the converted output: m * n elements of ``out_dtype`` (facts 3.4, S1)."""
-    return ins.m * ins.n * DTYPE_BITS[ins.out_dtype] // 8

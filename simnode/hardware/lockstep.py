@@ -21,18 +21,19 @@ How a group's copy streams (``issue_group``):
 - a read of several regions (a KV gather): split by the representative's own hits, as
   ``ChipSim._gm_regions`` splits a detailed core's, with its group's miss bytes on its miss
   part; and a run of reads that all hit the representative's L2 streams as one burst
-  (``ChipSim._burst_len``, ``burst``) with its shadows' misses on HBM. Its phase follows its own misses.
+  (``simnode.hardware.bursts``, ``burst``) with its shadows' misses on HBM. Its phase
+  follows its own misses.
 
-Why a prefill needs several groups (benchmarks/README.md, "Lock-step prefill, round 7"): its
-detailed cores do not stay in step. Their first KV gathers miss by different amounts and, while
-HBM is saturated, a core with more misses falls behind; lock step is unstable from there (each
-item's Q reads and O/LSE writes of all cores are HBM-bound when they coincide, 32 x 165 and 64
-x 95 B/ns against 3500, so an offset core meets less contention and offsets of a few ns grow to
-a few hundred). One group puts every core's copies at one instant and overstates the contention
-(+0.4% at n_q 512, +1.3% at 4096). Eight groups, each representative with its own phase, come
-within 0.1% from n_q 128 to 4096 (+0.05 to +0.09%: the shadows share their representative's
-phase and contention; +0.2% at kv_len 32768, whose cold phase is longer); the L2's hits may also differ by a few regions (shadows look up after
-their representative rather than between the other pipes' copies of the same instant).
+Why a prefill needs several groups: its detailed cores do not stay in step. Their first KV
+gathers miss by different amounts and, while HBM is saturated, a core with more misses falls
+behind; lock step is unstable from there (each item's Q reads and O/LSE writes of all cores are
+HBM-bound when they coincide, 32 x 165 and 64 x 95 B/ns against 3500, so an offset core meets
+less contention and offsets of a few ns grow to a few hundred). One group puts every core's
+copies at one instant and overstates the contention (+0.4% at n_q 512, +1.3% at 4096). Eight
+groups, each representative with its own phase, come within 0.1% from n_q 128 to 4096 (+0.05 to
++0.09%: the shadows share their representative's phase and contention; +0.2% at kv_len 32768,
+whose cold phase is longer); the L2's hits may also differ by a few regions (shadows look up
+after their representative rather than between the other pipes' copies of the same instant).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import itertools
 import math
 from operator import attrgetter
 
+from simnode.hardware.bursts import burst_hits
 from simnode.instr.isa import Copy as _Copy
 
 _chain = itertools.chain.from_iterable
@@ -51,7 +53,7 @@ _gm_key = attrgetter("gm_key")
 def issue_group(sim, p, ins, path, size: float, i: int) -> None:
     """``ChipSim._issue`` for a representative ``p`` (not as a burst, ``burst``): the GM copy
     ``ins`` at its op ``i`` with its shadows' at the same op."""
-    l2, share, g, done = sim.l2, sim.share, p.weight, sim._copy_done
+    l2, share, g, done = sim.l2, sim.share, p.weight, sim.copy_done
     allocate = ins.l2_hint == "normal"
     p.copy_end = -math.inf
     if path.write:
@@ -59,7 +61,7 @@ def issue_group(sim, p, ins, path, size: float, i: int) -> None:
         for q in p.shadows:
             l2.write(q[i].gm_key, size, allocate)
         p.copy_parts = 1
-        share.start_cb(size, sim._res_miss, (g, g), path.bw, done, p)
+        share.start_cb(size, sim.res_miss, (g, g), path.bw, done, p)
         return
     if type(ins) is _Copy and ins.regions:
         _regions_copy(sim, p, ins, path, size, i, allocate)
@@ -70,9 +72,9 @@ def issue_group(sim, p, ins, path, size: float, i: int) -> None:
     misses = g - hits
     p.copy_parts = (hits > 0) + (misses > 0)
     if hits:                                # the hit class: one member per core that hit
-        share.start_cb(size, sim._res_hit, (float(hits),), path.bw, done, p)
+        share.start_cb(size, sim.res_hit, (float(hits),), path.bw, done, p)
     if misses:                              # the miss class: one per core that missed
-        share.start_cb(size, sim._res_miss, (misses, misses), path.bw, done, p)
+        share.start_cb(size, sim.res_miss, (misses, misses), path.bw, done, p)
 
 
 def _regions_copy(sim, p, ins, path, size, i, allocate) -> None:
@@ -80,7 +82,7 @@ def _regions_copy(sim, p, ins, path, size, i, allocate) -> None:
     ``ChipSim._gm_regions`` splits a detailed core's (its phase follows its own misses); the
     miss part carries the group's miss bytes to HBM (on the hit part if the representative
     hit every region)."""
-    l2, g, share, done = sim.l2, p.weight, sim.share, sim._copy_done
+    l2, g, share, done = sim.l2, p.weight, sim.share, sim.copy_done
     n = len(ins.regions)
     part = size / n
     hits = l2.read_many(ins.regions, part, allocate)
@@ -92,16 +94,16 @@ def _regions_copy(sim, p, ins, path, size, i, allocate) -> None:
         return
     p.copy_parts = (hits > 0) + 1
     if hits:
-        share.start_cb(part * hits, sim._res_hit, (g,), path.bw * hits / n, done, p)
-    share.start_cb(part * (n - hits), sim._res_miss, (g, miss / (n - hits)),
+        share.start_cb(part * hits, sim.res_hit, (g,), path.bw * hits / n, done, p)
+    share.start_cb(part * (n - hits), sim.res_miss, (g, miss / (n - hits)),
                    path.bw * (n - hits) / n, done, p)
 
 
 def burst(sim, p, ops, i, m, path, size) -> int:
-    """``ChipSim._burst_start`` for a group: the representative's ``m`` reads as one transfer
-    if every region they read is in L2 (``ChipSim._burst_hits``; returns ``m``; the shadows
-    look theirs up, their misses go on HBM), else what ``_burst_hits`` returned."""
-    part = sim._burst_hits(ops, i, m, size)
+    """``bursts.burst_start`` for a group: the representative's ``m`` reads as one transfer
+    if every region they read is in L2 (``bursts.burst_hits``; returns ``m``; the shadows
+    look theirs up, their misses go on HBM), else what ``burst_hits`` returned."""
+    part = burst_hits(sim.l2, ops, i, m, size)
     if part < 0:
         return part
     nreg = len(ops[i][1].regions)
@@ -120,6 +122,6 @@ def _all_hit(sim, p, size: float, cap: float, misses: float) -> None:
     group's weight, and on HBM with its shadows' ``misses`` (copies' worth) if any."""
     p.copy_parts = 1
     if misses:
-        sim.share.start_cb(size, sim._res_miss, (p.weight, misses), cap, sim._copy_done, p)
+        sim.share.start_cb(size, sim.res_miss, (p.weight, misses), cap, sim.copy_done, p)
     else:
-        sim.share.start_cb(size, sim._res_hit, (p.weight,), cap, sim._copy_done, p)
+        sim.share.start_cb(size, sim.res_hit, (p.weight,), cap, sim.copy_done, p)

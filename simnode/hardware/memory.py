@@ -41,10 +41,7 @@ class L2Cache:
             self.hits += 1
             self.hit_bytes += size_bytes
             return True
-        self.misses += 1
-        self.miss_bytes += size_bytes
-        if allocate and key is not None:
-            self._insert(key, size_bytes)
+        self._miss(key, size_bytes, allocate)
         return False
 
     def read_many(self, keys, size_bytes, allocate: bool = True) -> int:
@@ -59,11 +56,15 @@ class L2Cache:
                 self.hit_bytes += size_bytes
                 hits += 1
                 continue
-            self.misses += 1
-            self.miss_bytes += size_bytes
-            if allocate and key is not None:
-                self._insert(key, size_bytes)
+            self._miss(key, size_bytes, allocate)
         return hits
+
+    def _miss(self, key, size_bytes: int, allocate: bool) -> None:
+        """A read of ``key`` missed: count it, and allocate the region if asked."""
+        self.misses += 1
+        self.miss_bytes += size_bytes
+        if allocate and key is not None:
+            self._insert(key, size_bytes)
 
     def read_all(self, keys, size_bytes, allocate: bool = True) -> int:
         """``read_many``, in one C-level pass when every region is present (the usual case:

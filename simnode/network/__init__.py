@@ -2,7 +2,7 @@
 
 - the spec it reads, ``SupernodeSpec``, is the supernode's schema in ``simnode.config.supernode``.
 - ``routes``: ``Routes.from_spec`` / ``from_graph``: the ports and every pair's path,
-  computed for many pairs at once; ``ecmp_choice``.
+  computed for many pairs at once; ``ecmp_choice`` (its hash: ``simnode.engine.mix``).
 - ``clos`` / ``mesh``: the same networks as networkx graphs (``build_clos``,
   ``build_full_mesh``, ``link_table``, ``candidate_paths``), for inspection and for
   topologies edited by hand (e.g. a link removed).

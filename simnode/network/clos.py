@@ -14,8 +14,8 @@ Link ids, in this order: for each rank r, ``rank r -> leaf`` (2r) and ``leaf -> 
 (``renumber_links`` closes the gaps left by removed links);
 ``candidate_paths(graph, src, dst)`` lists the shortest paths between two ranks as
 tuples of link ids (same leaf: rank->leaf->rank; else one path per spine), read from
-the graph, so a graph with a link removed routes around it; ``ecmp_choice`` is the
-deterministic flow hash that picks one of them.
+the graph, so a graph with a link removed routes around it; ``simnode.network.routes.
+ecmp_choice`` is the deterministic flow hash that picks one of them.
 """
 
 from __future__ import annotations
@@ -154,22 +154,3 @@ def path_latency_ns(graph: nx.DiGraph, path: tuple[int, ...], table: LinkTable) 
         total += graph.nodes[v].get("hop_latency_ns", 0.0)   # ranks have no hop latency
     return total
 
-
-_MASK64 = (1 << 64) - 1
-
-
-def _splitmix64(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
-def ecmp_choice(src_rank: int, dst_rank: int, flow_key: int, num_paths: int) -> int:
-    """Index of the path ECMP picks for a flow: a fixed hash of (src, dst, flow_key).
-
-    Deterministic across runs and processes (not Python's ``hash``); ``flow_key`` plays
-    the role of the queue's UDP source port in RoCE ECMP, e.g. the sender's Jetty index.
-    """
-    h = _splitmix64(_splitmix64(_splitmix64(src_rank) ^ dst_rank) ^ (flow_key & _MASK64))
-    return h % num_paths

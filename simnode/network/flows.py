@@ -115,7 +115,7 @@ class FlowNetwork:
         self.messages_sent += 1
         share = self.share
         tr = Transfer(self.env, wire, latency_ns, tag, src_rank, dst_rank, size_bytes)
-        share._begin(wire, resources, weights, cap_GBps, tr)
+        share.start_transfer(tr, resources, weights, cap_GBps)
         return tr
 
     def send_many(self, src, dst, payload_bytes, extra_rows=None, extra_units=None,

@@ -29,15 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simnode.config.supernode import ROUTING_POLICIES, SupernodeSpec, check_shape
-
-_MASK64 = (1 << 64) - 1
-
-
-def _splitmix64(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
+from simnode.engine.mix import MASK64, splitmix64, splitmix64_array
 
 
 def ecmp_choice(src_rank: int, dst_rank: int, flow_key: int, num_paths: int) -> int:
@@ -46,25 +38,17 @@ def ecmp_choice(src_rank: int, dst_rank: int, flow_key: int, num_paths: int) -> 
     Deterministic across runs and processes (not Python's ``hash``); ``flow_key`` plays
     the role of the queue's UDP source port in RoCE ECMP, e.g. the sender's Jetty index.
     """
-    h = _splitmix64(_splitmix64(_splitmix64(src_rank) ^ dst_rank) ^ (flow_key & _MASK64))
+    h = splitmix64(splitmix64(splitmix64(src_rank) ^ dst_rank) ^ (flow_key & MASK64))
     return h % num_paths
-
-
-def _splitmix64_np(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
 
 
 def ecmp_choices(src: np.ndarray, dst: np.ndarray, flow_key: np.ndarray,
                  num_paths: np.ndarray) -> np.ndarray:
     """``ecmp_choice`` for arrays (the same hash, in wrapping uint64 arithmetic)."""
     u = np.uint64
-    h = _splitmix64_np(_splitmix64_np(_splitmix64_np(np.asarray(src).astype(u))
-                                      ^ np.asarray(dst).astype(u))
-                       ^ np.asarray(flow_key).astype(np.int64).astype(u))
+    h = splitmix64_array(splitmix64_array(splitmix64_array(np.asarray(src).astype(u))
+                                          ^ np.asarray(dst).astype(u))
+                         ^ np.asarray(flow_key).astype(np.int64).astype(u))
     return (h % np.asarray(num_paths).astype(u)).astype(np.int64)
 
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simnode.engine import maxmin
+from simnode.engine.maxmin import index
 from simnode.engine.maxmin import max_min
 
 INF = float("inf")
@@ -205,7 +206,7 @@ def test_a_covered_resource_left_out_gives_the_same_rates(compiled):
 
 
 def _problem(links, capacity, caps, weights, fcfs, arrays):
-    """``_rates``'s problem arguments (without ``act`` and ``gen``) for a test instance."""
+    """``rates``'s problem arguments (without ``act`` and ``gen``) for a test instance."""
     n, nres = len(links), len(capacity)
     width = max(len(r) for r in links)
     rows = [list(r) + [-1] * (width - len(r)) for r in links]
@@ -222,11 +223,11 @@ def _problem(links, capacity, caps, weights, fcfs, arrays):
 @given(instances(max_row=5), st.data())
 def test_an_index_reused_after_classes_left_gives_the_rates_of_a_new_one(inst, data):
     """Solving again with the same ``gen`` after some classes left ``act`` reuses the fills'
-    index (``_prune``): bit-equal to building it anew, in both forms."""
+    index (``index_prune``): bit-equal to building it anew, in both forms."""
     links, capacity, caps, weights = inst
     fcfs = data.draw(st.lists(st.booleans(), min_size=len(capacity), max_size=len(capacity)))
     later = sorted(data.draw(st.sets(st.integers(0, len(links) - 1))))
-    forms = [(maxmin._rates, False)]
+    forms = [(maxmin.rates, False)]
     if maxmin.compiled() is not None:
         forms.append((maxmin.compiled(), True))
     for fn, arrays in forms:
@@ -248,7 +249,7 @@ def test_an_index_reused_after_classes_left_gives_the_rates_of_a_new_one(inst, d
 def _small_vs_full(links, capacity, caps, weights):
     p = _problem(links, capacity, caps, weights, [False] * len(capacity), False)
     act = list(range(len(links)))
-    err, _ = maxmin.solve(maxmin._rates, (act, *p, -1),
+    err, _ = maxmin.solve(maxmin.rates, (act, *p, -1),
                           maxmin.scratch(len(capacity), len(links)), False)
     rows, wts, ccap, res_cap = p[0], p[1], p[4], p[5]
     rate, res_rate = [0.0] * len(links), [0.0] * len(capacity)
@@ -262,7 +263,7 @@ def _small_vs_full(links, capacity, caps, weights):
 @settings(max_examples=300, deadline=None)
 @given(instances(max_row=4))
 def test_small_rates_bit_equal_to_the_fill(inst):
-    """``small_rates`` (a few classes, no index) gives ``_rates``'s rates to the bit."""
+    """``small_rates`` (a few classes, no index) gives ``rates``'s rates to the bit."""
     _small_vs_full(*inst)
 
 
@@ -351,19 +352,19 @@ def test_a_reused_index_compacted_or_not_gives_the_same_rates(inst, data):
     later = sorted(data.draw(st.sets(st.integers(0, len(links) - 1))))
     last = sorted(data.draw(st.sets(st.sampled_from(later)))) if later else []
     out = []
-    saved = maxmin.PRUNE_SLACK
+    saved = index.PRUNE_SLACK
     try:
         for slack in (8, 0, 10 ** 9):           # as shipped, compact always, never compact
-            maxmin.PRUNE_SLACK = slack
+            index.PRUNE_SLACK = slack
             p = _problem(links, capacity, caps, weights, fcfs, False)
             s = maxmin.scratch(len(capacity), len(links))
             got = []
             for act in (list(range(len(links))), later, last):
-                err, s = maxmin.solve(maxmin._rates, (act, *p, 3), s, False)   # index reused
+                err, s = maxmin.solve(maxmin.rates, (act, *p, 3), s, False)   # index reused
                 got.append((err, [p[9][c] for c in act], list(p[10])))
             out.append(got)
     finally:
-        maxmin.PRUNE_SLACK = saved
+        index.PRUNE_SLACK = saved
     assert out[1] == out[0] and out[2] == out[0]
 
 

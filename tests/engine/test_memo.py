@@ -1,4 +1,4 @@
-"""The chip's per-copy path through the share: the small-solve memo (``Share._memo_solve``)
+"""The chip's per-copy path through the share: the small-solve memo (``share.memo.Memo``)
 and the ready-made start (``Share.start_keyed``) against the plain forms, bit for bit.
 
 The memo answers a small solve whose inputs equal an earlier one's with that one's rates; a
@@ -13,6 +13,8 @@ import dataclasses
 import simpy
 
 from simnode.engine.share import Share
+from simnode.engine.share.memo import Memo
+from simnode.engine.share.solve import ListSolver
 from simnode.hardware.chip import ChipSim
 from simnode.kernels.gemm import GemmParams, gemm_schedule
 from simnode.kernels.sparse_mla import SparseMlaParams, sparse_mla_schedule
@@ -23,19 +25,19 @@ def _run(chip, make, memo: bool, monkeypatch):
     class rates) and how many solves the memo answered."""
     solved = []
     with monkeypatch.context() as m:
-        real = Share._solve
+        real = ListSolver.dispatch
 
-        def count(self):
+        def count(self, table):
             solved.append(1)
-            real(self)
-        m.setattr(Share, "_solve", count)
+            return real(self, table)
+        m.setattr(ListSolver, "dispatch", count)
         if not memo:
-            m.setattr(Share, "_memo_solve", lambda self: False)
+            m.setattr(Memo, "solve", lambda self, table, solve: False)
         sim = ChipSim(chip)
         seen = []
         share = sim.share
         share.on_rates = lambda now, rates: seen.append(
-            (now, tuple(rates), tuple(share._crate[c] for c in share._active())))
+            (now, tuple(rates), tuple(share.table.crate[c] for c in share.table.active())))
         run = sim.run(make())
     figures = (run.makespan_ns, run.l2_bytes, run.hbm_bytes, run.l2_hits, run.l2_misses,
                sorted((k, dataclasses.astuple(v)) for k, v in run.pipe_stats.items()),
@@ -70,8 +72,9 @@ def test_memo_sets_a_freed_class_rows_rate_again():
     l2 = share.add_resource("l2", 10.0)
     done = []
     solves = []
-    real = share._solve
-    share._solve = lambda: (solves.append(env.now), real())
+    solver = share.table.solver
+    real = solver.dispatch
+    solver.dispatch = lambda table: (solves.append(env.now), real(table))[1]
 
     def round_(start):
         def go():
@@ -81,7 +84,7 @@ def test_memo_sets_a_freed_class_rows_rate_again():
         env.process(go())
     rates = []
     share.on_rates = lambda now, r: rates.append(
-        (now >= 100.0, tuple(r), tuple(share._crate[c] for c in share._active())))
+        (now >= 100.0, tuple(r), tuple(share.table.crate[c] for c in share.table.active())))
     round_(0.0)
     round_(100.0)
     env.run()

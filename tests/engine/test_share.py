@@ -177,7 +177,7 @@ def test_fcfs_resource_serves_in_proportion_to_offered_load():
         share.start(1000.0, (hbm,), cap=30.0)
         share.start(1000.0, (hbm,), cap=10.0)
         env.run(until=1e-9)
-        assert sorted(share._crate, reverse=True) == pytest.approx(list(expect))
+        assert sorted(share.table.crate, reverse=True) == pytest.approx(list(expect))
 
 
 def test_batch_window_delays_a_start_by_at_most_the_window_and_never_overuses():
@@ -365,10 +365,10 @@ def test_fast_path_is_used_and_left_when_a_start_contends():
     times = {}
     _start(env, share, times, "a", 100.0, (link,), cap=4.0)      # 4 of 10: uncontended
     env.run(until=1.0)
-    assert share._fast
+    assert share.fast.on
     _start(env, share, times, "b", 100.0, (link,), cap=4.0)      # 8 of 10: still
     env.run(until=2.0)
-    assert share._fast
+    assert share.fast.on
     _start(env, share, times, "c", 100.0, (link,), cap=4.0)      # 12 of 10: contended
     env.run()
     # a has 92 B left at t = 2, b 96: all three at 10/3 B/ns until a ends, then b and c
@@ -402,11 +402,11 @@ def _all_to_all(ranks, seed):
 def test_a_large_interpreted_solve_in_numpy_matches_the_sequential_fill(monkeypatch):
     """An interpreted solve of at least ``VECTOR_SOLVE`` incidences runs in numpy
     (``maxmin.vector_rates``): the same served times to 1e-12 as the sequential fill."""
-    from simnode.engine import share as share_mod
-    monkeypatch.setattr(share_mod, "COMPILE_AFTER", float("inf"))
-    monkeypatch.setattr(share_mod, "VECTOR_SOLVE", 1)
+    from simnode.engine.share import solve
+    monkeypatch.setattr(solve, "COMPILE_AFTER", float("inf"))
+    monkeypatch.setattr(solve, "VECTOR_SOLVE", 1)
     vec, n = _all_to_all(24, 1)
-    monkeypatch.setattr(share_mod, "VECTOR_SOLVE", float("inf"))
+    monkeypatch.setattr(solve, "VECTOR_SOLVE", float("inf"))
     seq, m = _all_to_all(24, 1)
     assert n == m and n > 2
     assert vec == pytest.approx(seq, rel=1e-12, abs=0.0)
@@ -460,22 +460,22 @@ def test_solo_group_members_release_alike_interpreted_and_compiled(seed, window)
     np.testing.assert_allclose(a[2], b[2], rtol=1e-12, atol=1e-9)
 
 
-def test_has_repeats_is_exact_even_when_hashes_meet():
-    """``_has_repeats`` answers as ``np.unique`` does: for random rows, and for rows made to
+def testhas_repeats_is_exact_even_when_hashes_meet():
+    """``has_repeats`` answers as ``np.unique`` does: for random rows, and for rows made to
     meet in the hash while they differ (with and without a real repeat among them)."""
-    from simnode.engine.share import _HASH, _has_repeats
+    from simnode.engine.share.groups import HASH, has_repeats
     rng = np.random.default_rng(3)
     for _ in range(200):
         n, width = int(rng.integers(1, 40)), int(rng.integers(1, 6))
         key = rng.integers(-1, 6, (n, width)).astype(np.int64)
-        assert _has_repeats(key) == (np.unique(key, axis=0).shape[0] < n)
-    m0, m1 = int(_HASH[0]), int(_HASH[1])
+        assert has_repeats(key) == (np.unique(key, axis=0).shape[0] < n)
+    m0, m1 = int(HASH[0]), int(HASH[1])
     a = np.array([[5, 7]], dtype=np.int64)
     twin = np.array([[5 + m1, 7 - m0]], dtype=np.int64)   # same hash (mod 2^64), another row
-    assert ((a * _HASH[:2]).sum(axis=1) == (twin * _HASH[:2]).sum(axis=1)).all()
-    assert not _has_repeats(np.vstack([a, twin]))
-    assert _has_repeats(np.vstack([a, twin, a]))
-    assert _has_repeats(np.vstack([twin, a, np.array([[1, 2]]), twin]))
+    assert ((a * HASH[:2]).sum(axis=1) == (twin * HASH[:2]).sum(axis=1)).all()
+    assert not has_repeats(np.vstack([a, twin]))
+    assert has_repeats(np.vstack([a, twin, a]))
+    assert has_repeats(np.vstack([twin, a, np.array([[1, 2]]), twin]))
 
 
 def test_group_of_members_without_resources_is_served_at_its_caps():
@@ -559,13 +559,14 @@ def _waves_run(seed: int, window: float, compile_after: float, inside_starts: st
 def test_group_rows_kept_as_arrays_give_the_results_of_lists(monkeypatch, seed, window,
                                                              compile_after, inside_starts):
     """Interpreted, a group's new rows stay arrays until a reader needs lists (the vector
-    solve reads the arrays): bit for bit the results of making them lists at once (the
-    former form, forced here), through waves that reuse freed rows, a vector solve of
+    solve reads the arrays): bit for bit the results of making them lists at once (forced
+    here), through waves that reuse freed rows, a vector solve of
     exactly one group's rows, solves of mixed rows, series and a switch to compiled loops."""
     from simnode.engine import maxmin
-    from simnode.engine import share as share_mod
-    monkeypatch.setattr(share_mod, "VECTOR_SOLVE", 1)
-    monkeypatch.setattr(share_mod, "COMPILE_AFTER", compile_after)
+    from simnode.engine.share import solve
+    from simnode.engine.share.lists import ListTable
+    monkeypatch.setattr(solve, "VECTOR_SOLVE", 1)
+    monkeypatch.setattr(solve, "COMPILE_AFTER", compile_after)
     blocks = []
     vector = maxmin.vector_rates
 
@@ -574,12 +575,12 @@ def test_group_rows_kept_as_arrays_give_the_results_of_lists(monkeypatch, seed, 
         return vector(*args)
     monkeypatch.setattr(maxmin, "vector_rates", counting)
     lazy = _waves_run(seed, window, compile_after, inside_starts)
-    place = Share._place_group
+    place = ListTable.place_solo
 
     def eager(self, *args):
         place(self, *args)
-        self._materialize()                     # lists at once, as before
-    monkeypatch.setattr(Share, "_place_group", eager)
+        self.materialize()                      # lists at once
+    monkeypatch.setattr(ListTable, "place_solo", eager)
     used = list(blocks)
     blocks.clear()
     listed = _waves_run(seed, window, compile_after, inside_starts)
@@ -591,33 +592,34 @@ def test_group_rows_kept_as_arrays_give_the_results_of_lists(monkeypatch, seed, 
 
 
 def test_a_group_s_arrays_serve_a_solve_of_exactly_its_rows():
-    """``_lazy_block``: the arrays of the one block still held as arrays, only when the
+    """``ListTable.lazy_block``: the arrays of the one block still held as arrays, only when the
     solve's classes are exactly its rows (not a part of them, not more)."""
     env = simpy.Environment()
     share = Share(env)
     a, b = share.add_resources(["a", "b"], [10.0, 10.0])
     share.start_group([10.0] * 5, [[a, b]] * 4 + [[b, a]], np.ones((5, 2)), [1.0, 2.0, 3.0, 4.0, 5.0], 0.0)
     share._place()
-    assert len(share._lazy) == 1 and share._links[:5] == [None] * 5
-    rows, w = share._lazy_block([0, 1, 2, 3, 4])
+    table = share.table
+    assert len(table.lazy) == 1 and table.links[:5] == [None] * 5
+    rows, w = table.lazy_block([0, 1, 2, 3, 4])
     assert rows.tolist() == [[a, b]] * 4 + [[b, a]] and w.tolist() == [[1.0, 1.0]] * 5
-    assert share._lazy_block([0, 1, 2, 3]) is None and share._lazy_block([1, 2, 3, 4]) is None
-    share._links.append(None)
-    assert share._lazy_block([0, 1, 2, 3, 4, 5]) is None
-    share._links.pop()
-    share._materialize()
-    assert share._lazy == [] and share._links[:5] == [(a, b)] * 4 + [(b, a)]
-    assert share._w[:5] == [[1.0, 1.0]] * 5
+    assert table.lazy_block([0, 1, 2, 3]) is None and table.lazy_block([1, 2, 3, 4]) is None
+    table.links.append(None)
+    assert table.lazy_block([0, 1, 2, 3, 4, 5]) is None
+    table.links.pop()
+    table.materialize()
+    assert table.lazy == [] and table.links[:5] == [(a, b)] * 4 + [(b, a)]
+    assert table.w[:5] == [[1.0, 1.0]] * 5
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_loops_for_many_classes_in_numpy_equal_the_plain_loops(seed):
-    """``_advance_vec``, ``_due_vec`` and ``_next_vec`` (interpreted wakes with many active
+    """``advance_vec``, ``due_vec`` and ``next_finish_vec`` (interpreted wakes with many active
     classes) give the plain loops' results bit for bit: active classes as a range and
     not, stopped classes, classes without a finish (inf), due and not due."""
-    from simnode.engine import share as share_mod
     import math
-    from simnode.engine.share import EPS_REL, EPS_UNITS, INF
+    from simnode.engine.share import loops
+    from simnode.engine.share.loops import EPS_REL, EPS_UNITS, INF
     rng = np.random.default_rng(seed)
     rows = int(rng.integers(1, 300))
     V = rng.uniform(0, 1e6, rows).tolist()
@@ -640,25 +642,26 @@ def test_loops_for_many_classes_in_numpy_equal_the_plain_loops(seed):
                                                          replace=False).tolist())):
         for window in (0.0, 1e-9, 2.5):
             a, b = [0] * len(act), [0] * len(act)
-            k = share_mod._due(act, top, V, crate, window, a)
-            assert share_mod._due_vec(act, top, V, crate, window, b) == k and a[:k] == b[:k]
-        assert share_mod._next_vec(act, top, V, crate) == share_mod._next(act, top, V, crate)
+            k = loops.due(act, top, V, crate, window, a)
+            assert loops.due_vec(act, top, V, crate, window, b) == k and a[:k] == b[:k]
+        assert loops.next_finish_vec(act, top, V, crate) == loops.next_finish(act, top, V, crate)
         v1, v2 = list(V), list(V)
         dt = float(rng.uniform(0, 100))
-        share_mod._advance(act, v1, crate, dt)
-        share_mod._advance_vec(act, v2, crate, dt)
+        loops.advance(act, v1, crate, dt)
+        loops.advance_vec(act, v2, crate, dt)
         assert v1 == v2
-    assert share_mod._next_vec([0], [np.inf], [np.inf], [1.0]) == share_mod._next([0], [np.inf], [np.inf], [1.0])
+    one = ([0], [np.inf], [np.inf], [1.0])
+    assert loops.next_finish_vec(*one) == loops.next_finish(*one)
 
 
 @pytest.mark.parametrize("seed", [21, 22])
 def test_wakes_with_numpy_loops_give_the_plain_loops_results(monkeypatch, seed):
     """A share whose wakes all run the numpy loops (``VECTOR_LOOPS`` = 1) against one that
     never does: the same served times, bytes, series and solves, bit for bit."""
-    from simnode.engine import share as share_mod
+    from simnode.engine.share import lists
     got = []
     for limit in (1, float("inf")):
-        monkeypatch.setattr(share_mod, "VECTOR_LOOPS", limit)
+        monkeypatch.setattr(lists, "VECTOR_LOOPS", limit)
         got.append((_waves_run(seed, 4.0, float("inf"), "both"), _solo_group_run(False, seed, 4.0)))
     (a, c), (b, d) = got
     assert a[0] == b[0] and a[1] == b[1] and a[3:] == b[3:] and np.array_equal(a[2], b[2])

@@ -9,7 +9,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from simnode.hardware.chip import ChipSim, _Path
+from simnode.hardware.chip import ChipSim
+from simnode.hardware.pipes import Path
 from simnode.instr import isa
 from simnode.instr.schedule import CoreProgram, KernelSchedule, repeat_runs
 from simnode.kernels.gemm import GemmParams, gemm_schedule
@@ -27,7 +28,7 @@ def _compiled_ops(chip, sched):
     objects: compared by what names them); every core's, lock-step groups run in full."""
     sim = ChipSim(chip, lockstep=False)
     sim.launch(sched)
-    return [[tuple(getattr(x, "key", x) if not isinstance(x, _Path) else (x.bw, x.base, x.ii)
+    return [[tuple(getattr(x, "key", x) if not isinstance(x, Path) else (x.bw, x.base, x.ii)
                    for x in op) for op in p.ops] for p in sim._pipes if p.ops]
 
 

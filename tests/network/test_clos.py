@@ -6,8 +6,8 @@ import networkx as nx
 import pytest
 
 from simnode.errors import ConfigError
-from simnode.network.clos import (build_clos, candidate_paths, ecmp_choice, link_table,
-                                  path_latency_ns)
+from simnode.network.clos import build_clos, candidate_paths, link_table, path_latency_ns
+from simnode.network.routes import ecmp_choice
 from simnode.config.supernode import SupernodeSpec
 
 

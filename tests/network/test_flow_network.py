@@ -5,8 +5,9 @@ import pytest
 import simpy
 
 from simnode.network.bound import analytical_bound_ns
-from simnode.network.clos import build_clos, ecmp_choice
+from simnode.network.clos import build_clos
 from simnode.network.flows import FlowNetwork
+from simnode.network.routes import ecmp_choice
 from simnode.config.supernode import SupernodeSpec
 
 
@@ -298,7 +299,7 @@ def test_a_finished_transfer_keeps_a_small_footprint():
         before = tracemalloc.get_traced_memory()[0]
         live = [Transfer(env, 100.0, 5.0, (1, 2), 1, 2) for _ in range(2000)]
         for tr in live:
-            tr._finish(3.0)                 # schedules its event, as a served transfer does
+            tr.finish(3.0)                  # schedules its event, as a served transfer does
         per = (tracemalloc.get_traced_memory()[0] - before) / len(live)
     finally:
         tracemalloc.stop()
@@ -319,4 +320,4 @@ def test_class_rows_grow_by_what_a_batch_needs_not_by_doubling():
         share.start(1000.0, (i,))               # one class each, all in the first solve
     env.run()
     assert share.transfers_done == n
-    assert n <= share._links.shape[0] < 1.25 * n
+    assert n <= share.table.links.shape[0] < 1.25 * n

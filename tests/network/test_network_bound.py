@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simnode.network.bound import analytical_bound_ns, busiest_port, port_loads
-from simnode.network.clos import ecmp_choice
+from simnode.network.routes import ecmp_choice
 from simnode.config.supernode import SupernodeSpec
 
 
