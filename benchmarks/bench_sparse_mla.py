@@ -17,6 +17,7 @@ from pathlib import Path
 import simpy
 
 from simnode.config.topology import load_topology_raw, topology_from_mapping
+from simnode.engine.clock import events_scheduled
 from simnode.hardware.chip import ChipSim
 from simnode.kernels.sparse_mla import SparseMlaParams, sparse_mla_schedule
 from simnode.units import tflops
@@ -45,7 +46,7 @@ def main() -> None:
     run = sim.run(sched)
     t2, c2 = time.perf_counter(), time.process_time()
     (tl, cl), = started
-    events = next(env._eid)          # SimPy's running event id: events scheduled in this env
+    events = events_scheduled(env)
     instrs = sched.num_instructions()
     peak_MiB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"sparse MLA prefill n_q={args.n_q} kv_len={args.kv_len}")
