@@ -5,7 +5,7 @@ What every entry point of the family shares (FlashMLA's prefill and decode in th
 its caches in ``Block`` steps of up to ``b_topk`` tokens (``cache_blocks``); ``drain_flags``
 says before which blocks O leaves L0C; ``programs`` turns each core's blocks into its
 ``CoreProgram`` (``core.core_program``, every core's KV gathers made at once by
-``core.gather_chunks``). Pure functions: no SimPy.
+``gathers.gather_chunks``). Pure functions: no SimPy.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from simnode.instr.schedule import CoreProgram
 from simnode.kernels.sparse_mla import core
+from simnode.kernels.sparse_mla.gathers import gather_chunks
 from simnode.kernels.sparse_mla.plan import INDEX_BLOCK_TOKENS, Plan, buffer_plan
 
 
@@ -28,7 +29,7 @@ class Block:
     tokens: tuple                        #: selected token ids
     index_group: int                     #: which 640-index group of (item, cache) it starts, or -1
     #: (k, n): its KV conversion is split over n cores and this core does the k-th share
-    #: (V4's op, 128 heads on a core pair: ``core._chunk_spans``); (0, 1) otherwise
+    #: (V4's op, 128 heads on a core pair: ``gathers.chunk_spans``); (0, 1) otherwise
     share: tuple
 
 
@@ -71,8 +72,8 @@ def programs(chip, p, plan: Plan, per_core: list, hint: str,
              contiguous: frozenset = frozenset()) -> tuple[list, dict]:
     """(the ``CoreProgram`` of every core with blocks, {block count: the cores with as
     many}); ``per_core``: each core's blocks; ``hint``: the KV gathers' L2 hint;
-    ``contiguous``: caches read a run of rows per request (``core.gather_chunks``)."""
-    chunks = core.gather_chunks(p, plan, per_core, hint, contiguous)   # every core's gathers at once
+    ``contiguous``: caches read a run of rows per request (``gathers.gather_chunks``)."""
+    chunks = gather_chunks(p, plan, per_core, hint, contiguous)   # every core's gathers at once
     cores = []
     shapes: dict = {}
     for c, blocks in enumerate(per_core):
