@@ -47,9 +47,9 @@ STAT_BYTES = 4            # fp32 LSE (and prefill's max logit) per row, written 
 X_P, X_FRAG, X_KVFREE, X_SFREE = 0, 1, 2, 3
 X_KV, X_S, X_PFREE, X_FRAGFREE = 0, 1, 2, 3
 # with the KV through a GM workspace (``Plan.kv_gm_slots``): mte1 <-> mte2 events of the L1
-# KV stages, after the two of the Q slots; mte3 -> v event of the AIVs' barrier
+# KV stages, after the two of the Q slots; mte3 -> s -> v events of the AIVs' barrier
 KV_STAGE_EVENT = 2
-SYNC_EVENT = 2
+SYNC_EVENT = 1
 
 
 def _memo(cls):
@@ -65,7 +65,7 @@ def _memo(cls):
 
 Set, Wait, XSet, XWait = _memo(isa.SetFlag), _memo(isa.WaitFlag), _memo(isa.CrossSet), _memo(isa.CrossWait)
 Vec, Mmad, Scal = _memo(isa.VecOp), _memo(isa.Mmad), _memo(isa.Scalar)
-Barrier, Delay = _memo(isa.Barrier), _memo(isa.Delay)
+Delay = _memo(isa.Delay)
 Copy, Fix = _memo(isa.Copy), _memo(isa.Fixpipe)
 
 
@@ -337,6 +337,16 @@ def _load_workspace(mte2: list, core: int, plan: Plan, g: int, t: int, d: int, x
     mte2.extend(xs_kvfree)
 
 
+def _barrier(p) -> list:
+    """An AIV's scalar records of one all-AIV barrier (``Plan.kv_gm_slots``): once its MTE3
+    stores are done, the barrier's time (``sync_all_ns``), then the AIC may load the block
+    and the vector work goes on."""
+    recs = [Wait("mte3", "s", SYNC_EVENT)]
+    if p.sync_all_ns > 0:
+        recs.append(Delay(p.sync_all_ns, "SyncAll (mode-0 cross-core flag)"))
+    return recs + [XSet("aic", X_KV), Set("s", "v", SYNC_EVENT)]
+
+
 def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint,
          chunks) -> None:
     """One AIV's records; ``chunks``: per block, its chunks as (tokens, their KV gather
@@ -369,7 +379,8 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
     s_mte3_v_1 = Set("mte3", "v", 1)
     xw_kvfree, xw_p, xw_sfree = XWait("aic", X_KVFREE), XWait("aic", X_P), XWait("aic", X_SFREE)
     xs_kv, xs_s, xs_pfree = XSet("aic", X_KV), XSet("aic", X_S), XSet("aic", X_PFREE)
-    s_mte3_v_sync, w_mte3_v_sync = Set("mte3", "v", SYNC_EVENT), Wait("mte3", "v", SYNC_EVENT)
+    s_mte3_s_sync, w_s_v_sync = Set("mte3", "s", SYNC_EVENT), Wait("s", "v", SYNC_EVENT)
+    scalar = prog.pipe(unit, "s") if plan.kv_gm_slots else None
     gather_chunks = plan.gather_chunks
     vv: list = []             # the step being built: its vector and MTE3 records, and the
     m3: list = []             # slots of its GM writes in m3: (position, bytes, what, label)
@@ -451,15 +462,11 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 m3.append(s_mte3_v_0)
                 m3.append(xs_kv)
             if plan.kv_gm_slots:
-                # SAS ProcessVec0, IS_SPLIT_G: every AIV of the chip meets at a barrier after
-                # its stores (CrossCoreSetFlag / WaitFlag mode 0, flag 15), then the AIC may load;
-                # the AIV's instruction stream waits there too
-                m3.append(Barrier())
-                if p.sync_all_ns > 0:
-                    m3.append(Delay(p.sync_all_ns, "SyncAll (mode-0 cross-core flag)"))
-                m3.append(xs_kv)
-                m3.append(s_mte3_v_sync)
-                vv.append(w_mte3_v_sync)
+                # SAS ProcessVec0, IS_SPLIT_G: every AIV of the chip meets at a barrier once
+                # its stores are done (CrossCoreSetFlag mode 0 on MTE3, flag 15; the scalar
+                # unit waits: ``_barrier``), then the AIC may load; the vector work waits too
+                m3.append(s_mte3_s_sync)
+                vv.append(w_s_v_sync)
         if sb is not None:
             t, first, later, last = sb
             vv.append(xw_p)
@@ -537,6 +544,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                             chunk_spans(len(blk.tokens), plan, blk.share) if a == v)
                 nbk = (nb >= plan.kv_gm_slots, blk.dtype, tuple(n for n, _ in chunks[nb]),
                        nb % plan.kv_gm_slots, ids)
+                scalar.extend(_barrier(p))
             else:
                 nbk = (nb >= plan.kv_l1_stages, blk.dtype, tuple(n for n, _ in chunks[nb]), None,
                        (None,) * len(chunks[nb]))

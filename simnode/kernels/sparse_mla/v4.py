@@ -20,11 +20,15 @@ modeled here on the family's pipeline (``core``, ``blocks``):
   them (vf ``dequant`` "c8") and push them to L1; window and HCA rows are read a page run per
   request (SAS CopyInKvNotSparse), CSA rows two per request (CopyInKvSparse); P V leaves L0C
   every block and the AIVs rescale and add it (FlashUpdateNew on every block: no
-  skip-scale, so ``skip_scale_threshold`` must be 0).
+  skip-scale, so ``skip_scale_threshold`` must be 0). L1 holds one Q and three KV blocks
+  (l1QBuffers single, l1RightBuffers 3 buffers); the AIVs convert one block ahead of their
+  softmax (ProcessMainLoop: Vec0(t), then Vec1(t-1)).
+- Launch: 1.9 us, then the calibrated cold start of an L2-flushed launch, or inside a graph
+  replay ``replay_cold_start_ns`` (``graph_replay``; the package's REPLAY_COLD_START_NS).
 - 128 heads (V4-Pro): a row runs on a core pair, 64 heads each (IS_SPLIT_G); the pair's four
   AIVs each convert a quarter of a block into a GM workspace of 3 slots, meet every AIV of
-  the chip at a barrier (mode-0 cross-core flag, ``sync_all_ns``), and each AIC loads the
-  whole block from there (``core._load_workspace``).
+  the chip at a barrier after each block (mode-0 cross-core flag, ``sync_all_ns``, on the
+  AIV's scalar pipe), and each AIC loads the whole block from there (``Plan.kv_gm_slots``).
 - L2: the op's copies carry no cache hint, so the KV gathers allocate in L2 (a sequence's
   queries re-read their shared window from there).
 
@@ -117,26 +121,28 @@ def contiguous(p) -> frozenset:
     return frozenset({"main", "extra"} if p.layer == "hca" else {"main"})
 
 
+def _one_sequence(p) -> list[tuple[int, int]]:
+    """(window rows, compressed rows) of each query of one sequence (all sequences of a
+    call are alike: one context length)."""
+    return [(window_len(p, pos), selected(p, pos)) for pos in range(p.context_len - p.s_q, p.context_len)]
+
+
 def work(p) -> tuple[int, int]:
     """(pipeline blocks, selected rows) of a call, from its fields alone: each query's
     window and compressed blocks, on each core of its row."""
-    blocks = rows = 0
-    for _, pos in positions(p):
-        w, c = window_len(p, pos), selected(p, pos)
-        blocks += -(-w // p.b_topk) + -(-c // p.b_topk)
-        rows += w + c
+    per = _one_sequence(p)
+    blocks = sum(-(-w // p.b_topk) + -(-c // p.b_topk) for w, c in per)
     halves = max(1, p.heads // max(1, p.heads_per_core))
-    return blocks * halves, rows * halves
+    return blocks * halves * p.batch, sum(w + c for w, c in per) * halves * p.batch
 
 
 def flops(p) -> float:
     """2 x heads x selected tokens x (d_qk + d_v), summed over the queries (facts 2.2's
     convention, with each query's own window and compressed entries)."""
-    tokens = sum(window_len(p, pos) + selected(p, pos) for _, pos in positions(p))
-    return 2.0 * p.heads * tokens * (p.d_qk + p.d_v)
+    return 2.0 * p.heads * p.batch * sum(w + c for w, c in _one_sequence(p)) * (p.d_qk + p.d_v)
 
 
-def _work(chip, p) -> tuple:
+def _deal(chip, p) -> tuple:
     """(per query row its caches, per row its sequence, the metadata's parts per core or
     core pair, its FD tasks, cores per row)."""
     ncores = p.num_cores or chip.num_ai_cores
@@ -153,7 +159,7 @@ def _work(chip, p) -> tuple:
 def schedule(chip, p) -> KernelSchedule:
     """Per-core programs of one call (``problem`` checked by the caller)."""
     ncores = p.num_cores or chip.num_ai_cores
-    rows, seq_of, parts, fd, halves = _work(chip, p)
+    rows, seq_of, parts, fd, halves = _deal(chip, p)
     per_core = [[] for _ in range(ncores)]
     for k, core_parts in enumerate(parts):
         for h in range(halves):
@@ -182,7 +188,7 @@ def combine_schedule(chip, p) -> KernelSchedule | None:
     every core (``sync_all_ns``; the op's FD phase follows its attention loop), each vector
     core combines its share of the split rows (``metadata.split_fd``): reads the parts' fp32
     O and LSE, weights and sums them (vf ``combine``), writes the bf16 rows."""
-    _, _, _, fd, _ = _work(chip, p)
+    _, _, _, fd, _ = _deal(chip, p)
     if not fd:
         return None
     ncores = p.num_cores or chip.num_ai_cores
@@ -233,22 +239,21 @@ def roofline(chip, p) -> dict:
     uniform top-k)."""
     peak = 2 * chip.cube.macs_per_cycle["bf16"] * chip.aic_freq_GHz * chip.num_ai_cores
     halves = p.heads // ROW_HEADS
-    qs = positions(p)
+    per = _one_sequence(p)                      # every sequence is alike
     entry_w, entry_c = KV_ROW_BYTES[p.main_dtype], KV_ROW_BYTES[p.extra_dtype]
-    gathered = sum(window_len(p, pos) * entry_w + selected(p, pos) * entry_c for _, pos in qs)
+    gathered = p.batch * sum(w * entry_w + c * entry_c for w, c in per)
     if halves == 2:
-        gathered += halves * sum(window_len(p, pos) + selected(p, pos) for _, pos in qs) * p.d_qk * 2
-    hbm = 0.0
-    for b in range(p.batch):
-        mine = [pos for s, pos in qs if s == b]
-        lo, hi = min(mine), max(mine)
-        hbm += (hi - (lo - window_len(p, lo) + 1) + 1) * entry_w
-        n = compressed_len(p, hi)
-        if p.layer == "csa" and n:
-            hbm += n * (1.0 - np.prod([1.0 - selected(p, pos) / max(1, compressed_len(p, pos))
-                                       for pos in mine])) * entry_c
-        else:
-            hbm += n * entry_c
+        gathered += p.batch * halves * sum(w + c for w, c in per) * p.d_qk * 2
+    mine = list(range(p.context_len - p.s_q, p.context_len))
+    lo, hi = mine[0], mine[-1]
+    hbm = (hi - (lo - window_len(p, lo) + 1) + 1) * entry_w
+    n = compressed_len(p, hi)
+    if p.layer == "csa" and n:
+        hbm += n * (1.0 - np.prod([1.0 - selected(p, pos) / max(1, compressed_len(p, pos))
+                                   for pos in mine])) * entry_c
+    else:
+        hbm += n * entry_c
+    hbm *= p.batch
     compute_ns = flops(p) / peak
     l2_ns = gathered / chip.memory.l2_bandwidth_GBps
     hbm_ns = hbm / chip.memory.hbm_bandwidth_GBps

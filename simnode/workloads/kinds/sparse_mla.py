@@ -54,8 +54,10 @@ def cost(topology, params: dict) -> float:
     """Seconds of one core: the default prefill's ~9 s for its 40,960 blocks (or selected
     rows in blocks of 64, where blocks are few but long) in lock-step groups; every core
     simulated (decode, a small prefill, ``lockstep_groups=0``) takes ~2x as long (17-18 s
-    for the default prefill, measured whole process)."""
+    for the default prefill, measured whole process); v4 by its selected rows."""
     blocks, rows = work(params)
+    if params["mode"] == "v4":
+        return rows / 64 * V4_SECONDS_PER_64_ROWS
     cores = params["num_cores"] or topology.chip.num_ai_cores
     grouped = params["mode"] == "prefill" and params["lockstep_groups"] > 0 \
         and items(params) // cores >= LOCKSTEP_MIN_ITEMS
@@ -63,6 +65,9 @@ def cost(topology, params: dict) -> float:
 
 
 REFERENCE = Reference("the default prefill (4096 queries, top-640)", 9)
+#: v4: seconds of one core per 64 selected rows (each core simulated, 128-token blocks):
+#: measured 1.0 ms (V4-Flash CSA at 180 x s_q 2: 3.4 s) to 1.4 ms (V4-Pro, core pairs: 18 s)
+V4_SECONDS_PER_64_ROWS = 1.2e-3
 
 
 def _check(topology, params: dict, source: str) -> None:
