@@ -9,7 +9,7 @@ import pytest
 from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.instr.schedule import to_records
-from simnode.kernels.sparse_mla import core, vf
+from simnode.kernels.sparse_mla import core, gathers, vf
 from simnode.kernels.sparse_mla.plan import choose_plan
 from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
                                         item_blocks, select_tokens, sparse_mla_schedule)
@@ -308,15 +308,15 @@ def test_gathers_made_by_filling_slots_equal_isa_copys_own_records(chip):
                  ("gm_to_ub", 2304, None, "notalloc", "KV gather2",
                   (("kv", "kv", 0, 1), ("kv", "kv", 0, 9)))):
         # a list field gives each record its own value
-        made = core._new_copies(2, args[:2] + ([args[2], ("kv", "kv", 1, 3)],) + args[3:])
+        made = gathers._new_copies(2, args[:2] + ([args[2], ("kv", "kv", 1, 3)],) + args[3:])
         for fast, own in zip(made, (isa.Copy(*args), isa.Copy(*args[:2], ("kv", "kv", 1, 3), *args[3:]))):
             assert type(fast) is isa.Copy and fast == own and hash(fast) == hash(own)
             assert [getattr(fast, f) for f in isa.Copy.__slots__] == \
                 [getattr(own, f) for f in isa.Copy.__slots__]
-    gathers = [i for c in _sched(chip).cores for i in c.pipes[("aiv0", "mte2")]
-               if type(i) is isa.Copy and i.label.startswith("KV gather")]
-    assert gathers and all(i == isa.Copy(i.path, i.size_bytes, i.gm_key, i.l2_hint, i.label,
-                                          i.regions) for i in gathers)
+    made = [i for c in _sched(chip).cores for i in c.pipes[("aiv0", "mte2")]
+            if type(i) is isa.Copy and i.label.startswith("KV gather")]
+    assert made and all(i == isa.Copy(i.path, i.size_bytes, i.gm_key, i.l2_hint, i.label,
+                                      i.regions) for i in made)
 
 
 def test_gather_records_follow_each_chunks_tokens_in_any_order(chip):
@@ -327,7 +327,7 @@ def test_gather_records_follow_each_chunks_tokens_in_any_order(chip):
     sel = select_tokens(p)
     blocks = [b for q in range(4) for b in item_blocks(p, q, q, sel)]
     blocks = [dataclasses.replace(b, tokens=b.tokens[::-1]) if i % 2 else b for i, b in enumerate(blocks)]
-    per_aiv = core.gather_chunks(p, plan, [blocks], "normal")[0]
+    per_aiv = gathers.gather_chunks(p, plan, [blocks], "normal")[0]
     for b, blk in enumerate(blocks):
         toks = [t for v in range(plan.n_aiv) for n, recs in per_aiv[v][b] for r in recs
                 for t in (k[3] for k in r.regions)]

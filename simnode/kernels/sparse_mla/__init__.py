@@ -1,18 +1,21 @@
 """Sparse MLA attention schedule after FlashMLA's Ascend 1C2V kernel (facts 3.4, S1/S2).
 
 ``SparseMlaParams`` describes a prefill (``n_q`` queries over one KV of ``kv_len``
-tokens) or a decode (``batch x s_q`` queries over a main and an extra cache, each
-with its own top-k, length and dtype). ``sparse_mla_schedule(chip, params)`` deals
-the work items (one query x one block of ``heads_per_core`` heads) to the AI cores
-and builds each core's program (``core.core_program``);
-``sparse_mla_roofline`` gives the lower bounds. Pure functions: no SimPy.
+tokens), a decode (``batch x s_q`` queries over a main and an extra cache, each
+with its own top-k, length and dtype) or DeepSeek-V4's decode op on the 950 (mode
+``v4``: each query over its window and its compressed entries, tiled by the op's metadata;
+module ``v4``). ``sparse_mla_schedule(chip, params)`` deals the work items (one query x
+one block of ``heads_per_core`` heads) to the AI cores and builds each core's program
+(``blocks.programs``, ``core.core_program``); ``sparse_mla_roofline`` gives the lower
+bounds. Pure functions: no SimPy.
 
 Modeling assumptions a reader could doubt:
 
 - D = 512 for both QK and V (facts 2.2, S8 FLOP formula d_qk = d_v = 512): the MLA
   latent is 512 wide and K and V are the same gathered row; rope dims are not
   modeled separately (the published FLOP count has none), so a KV row is the 512
-  latent values (1024 B BF16, 528 B FP8, 288 B FP4 with their scales, facts 2.2).
+  latent values (1024 B BF16, 528 B FP8, 288 B FP4 with their scales, facts 2.2; the
+  950's V4 C8 entry 640 B, ``plan.KV_ROW_BYTES``).
 - Selected tokens: each query's top-k indices are drawn uniformly at random without
   replacement over the cache length (seeded). Each token row is its own L2 region
   (``gm_key``), so queries that select the same token re-read it from L2: the L2
@@ -35,12 +38,13 @@ from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels import builds_records
-from simnode.kernels.sparse_mla import core
-from simnode.instr.schedule import CoreProgram, KernelSchedule, lockstep_groups
-from simnode.kernels.sparse_mla.plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
-                                             choose_plan)
+from simnode.instr.schedule import KernelSchedule, lockstep_groups
+from simnode.kernels.sparse_mla import v4
+from simnode.kernels.sparse_mla.blocks import Block, cache_blocks, drain_flags, programs
+from simnode.kernels.sparse_mla.plan import KV_ROW_BYTES, choose_plan
 
-KV_DTYPES = ("bf16", "fp8", "fp4")
+KV_DTYPES = ("bf16", "fp8", "fp4", "c8")
+V4_LAYERS = v4.LAYERS
 DEFAULT_RESCALE_SHARE = 0.05     # assumption (see module docstring): blocks whose max jumps > threshold
 KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~1.9 us (M)
 # The per-launch time beyond the launch: a recorded CALIBRATION, not a sourced value.
@@ -56,6 +60,18 @@ KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~
 # one issue per cycle (validation/published.yaml records that case as its fit; issue 22
 # stays open on it). 0 is the what-if of warm caches.
 COLD_START_NS = 10686.0
+# The cold start inside a graph replay: REASONED, not measured. The calibrated value above is
+# the per-launch time S8 sees after an 8 GB L2 flush, most likely the instruction side
+# fetching its code from HBM into cold i-caches (docs/sparse-mla-vf.md, "The cold start").
+# V4's decode runs as one captured graph replayed per step (npugraph_ex, facts v4-decode 2):
+# nothing flushes L2 between its tasks, and V4's attention op preloads its i-cache before its
+# main loop (SAS Process(): ICachePreLoad(6); FlashMLA's S2 kernel has its VF warm-up
+# commented out), so the fetches the calibration stands for are issued at once, from L2, under
+# the launch. 0 leaves the launch (kernel_launch_ns) as the per-launch time. The other bound
+# is cold_start_ns: a layer's other kernels stream more than the 128 MiB L2 between two
+# launches of this op (V4-Flash's routed experts alone are ~142 MB per layer), so its code
+# may have left L2 by the next layer.
+REPLAY_COLD_START_NS = 0.0
 # The prefill's lock-step reduced form (simnode.hardware.lockstep): its default resolution is
 # the fewest groups measured within 0.1% of the detailed makespan at every n_q from 128 to 4096
 # at the published kv_len 8192 (+0.05 to +0.09%; 4 groups: +0.87% at 2048; 16: within 0.02%
@@ -74,7 +90,9 @@ MIN_CACHE_REUSE = 4                     # S2 MIN_CACHE_REUSE: token reads per ca
 @dataclass(frozen=True)
 class SparseMlaParams:
     """The ``sparse_mla`` workload's fields: each declared once here (``simnode.config.params``)."""
-    mode: str = param("prefill", "prefill or decode", choices=("prefill", "decode"))
+    mode: str = param("prefill", "prefill, decode (FlashMLA's main + extra caches) or v4 (DeepSeek-V4's "
+                      "decode op on the 950: window + compressed caches, module v4)",
+                      choices=("prefill", "decode", "v4"))
     n_q: int = param(4096, "prefill queries", unit="queries", min=1)
     kv_len: int = param(8192, "prefill KV length", unit="tokens", min=1)
     topk: int = param(640, "prefill selected KV entries per query (tokens of its cache)", unit="entries", min=1)
@@ -82,11 +100,14 @@ class SparseMlaParams:
     batch: int = param(64, "decode sequences", unit="sequences", min=1)
     s_q: int = param(4, "decode queries per sequence", unit="queries", min=1)
     topk_main: int = param(128, "decode main-cache top-k", unit="tokens", min=1)
-    topk_extra: int = param(512, "decode extra-cache top-k", unit="tokens", min=1)
+    topk_extra: int = param(512, "decode extra-cache top-k (v4: the CSA layer's indexer top-k)",
+                            unit="tokens", min=1)
     main_len: int = param(256, "decode main-cache length", unit="tokens", min=1)
     extra_len: int = param(2048, "decode extra-cache length", unit="tokens", min=1)
-    main_dtype: str = param("fp8", "decode main-cache dtype", choices=KV_DTYPES)
-    extra_dtype: str = param("fp8", "decode extra-cache dtype", choices=KV_DTYPES)
+    main_dtype: str = param("fp8", "decode main-cache dtype (v4: the window cache's; c8 = the 950's "
+                            "640-B entry)", choices=KV_DTYPES)
+    extra_dtype: str = param("fp8", "decode extra-cache dtype (v4: the compressed cache's)",
+                             choices=KV_DTYPES)
     heads: int = param(64, "query heads H", unit="heads", min=1)
     d_qk: int = param(512, "QK head dim: the MLA latent, a multiple of the 128-wide L0 tiles",
                       unit="elements", min=1)
@@ -115,18 +136,31 @@ class SparseMlaParams:
     cold_start_ns: float = param(COLD_START_NS, "per-launch cold-start cost beyond the launch, "
                                  "calibrated on S8's FP8 batch-64 decode (no source gives it; 0 = warm)",
                                  unit="ns", min=0, origin="calibrated")
-
-
-@dataclass(frozen=True)
-class Block:
-    """One pipeline step of one item: up to b_topk tokens of one cache."""
-    item: int                            #: item index (query x head block)
-    first: bool                          #: first block of its item
-    cache: str                           #: "kv", "main" or "extra"
-    seq: int                             #: sequence (decode batch entry; 0 in prefill)
-    dtype: str
-    tokens: tuple                        #: selected token ids
-    index_group: int                     #: which 640-index group of (item, cache) it starts, or -1
+    graph_replay: bool = param(False, "the launch is one task of a replayed graph (npugraph_ex), not "
+                               "an eager launch after an L2 flush: its cold start is "
+                               "replay_cold_start_ns instead of cold_start_ns")
+    replay_cold_start_ns: float = param(REPLAY_COLD_START_NS, "per-launch cold-start cost beyond the "
+                                        "launch inside a graph replay (reasoned: REPLAY_COLD_START_NS)",
+                                        unit="ns", min=0, origin="reasoned")
+    layer: str = param("csa", "v4: the layer's attention: csa (window + the indexer's top-k of the "
+                       "x csa_ratio compressed cache), hca (window + every x hca_ratio compressed "
+                       "entry) or window (window alone)", choices=V4_LAYERS)
+    context_len: int = param(8192, "tokens in each sequence's KV cache at the step", unit="tokens",
+                             min=1)
+    window: int = param(128, "v4: each query's sliding window, itself included (facts v4-decode 1; "
+                        "the op's ori_win_left 127)", unit="tokens", min=1, origin="sourced")
+    csa_ratio: int = param(4, "v4: tokens per entry of a CSA layer's compressed cache (facts "
+                           "v4-decode 1)", unit="tokens", min=1, origin="sourced")
+    hca_ratio: int = param(128, "v4: tokens per entry of an HCA layer's compressed cache (facts "
+                           "v4-decode 1)", unit="tokens", min=1, origin="sourced")
+    split_kv: bool = param(False, "v4: the metadata op splits a query's blocks over cores and vector "
+                           "cores combine the parts (its flash-decode path; off in the published "
+                           "op, supportFd = false: a what-if)")
+    sync_all_ns: float = param(1000, "SyncAll: every AIV of the die waits for all (a hardware "
+                               "cross-core barrier); v4 with 128 heads meets one per block",
+                               min=0, origin="reasoned",
+                               cite="no figure published; a cross-core flag round over the die's "
+                                    "AI cores, about two GM round trips (as simnode.ep's)")
 
 
 def _err(p: SparseMlaParams, what: str) -> ScheduleError:
@@ -134,8 +168,8 @@ def _err(p: SparseMlaParams, what: str) -> ScheduleError:
 
 
 def validate(p: SparseMlaParams, chip: ChipSpec) -> None:
-    if p.mode not in ("prefill", "decode"):
-        raise _err(p, f"mode '{p.mode}': expected prefill or decode.")
+    if p.mode not in ("prefill", "decode", "v4"):
+        raise _err(p, f"mode '{p.mode}': expected prefill, decode or v4.")
     if p.d_qk != p.d_v or p.d_qk % 128:
         raise _err(p, f"d_qk = {p.d_qk}, d_v = {p.d_v}: the MLA latent is shared by K and V, "
                       f"so expected equal sizes that are multiples of the 128-wide L0 tiles.")
@@ -153,6 +187,9 @@ def validate(p: SparseMlaParams, chip: ChipSpec) -> None:
     if p.skip_scale_threshold < 0 or not 0 <= p.rescale_share <= 1:
         raise _err(p, f"skip_scale_threshold = {p.skip_scale_threshold}, rescale_share = "
                       f"{p.rescale_share}: expected a threshold >= 0 and a share in [0, 1].")
+    wrong = v4.problem(p, chip) if p.mode == "v4" else None
+    if wrong:
+        raise _err(p, wrong)
     for name, k, n, dt in _caches(p):
         if dt not in KV_ROW_BYTES:
             raise _err(p, f"{name} dtype '{dt}': expected one of {', '.join(KV_ROW_BYTES)}.")
@@ -164,7 +201,10 @@ def validate(p: SparseMlaParams, chip: ChipSpec) -> None:
 
 
 def _caches(p: SparseMlaParams) -> list[tuple[str, int, int, str]]:
-    """(name, top-k, length, dtype) of every cache a query attends to."""
+    """(name, top-k, length, dtype) of every cache a FlashMLA query attends to (none in v4,
+    whose queries each have their own: module v4)."""
+    if p.mode == "v4":
+        return []
     if p.mode == "prefill":
         return [("kv", p.topk, p.kv_len, p.kv_dtype)]
     return [("main", p.topk_main, p.main_len, p.main_dtype),
@@ -177,6 +217,8 @@ def num_queries(p: SparseMlaParams) -> int:
 
 def flops(p: SparseMlaParams) -> float:
     """facts 2.2: 2 * queries * H * topk * (d_qk + d_v)."""
+    if p.mode == "v4":
+        return v4.flops(p)
     topk = sum(k for _, k, _, _ in _caches(p))
     return 2.0 * num_queries(p) * p.heads * topk * (p.d_qk + p.d_v)
 
@@ -206,41 +248,21 @@ def select_tokens(p: SparseMlaParams) -> dict:
 
 
 def item_blocks(p: SparseMlaParams, item: int, q: int, sel: dict) -> list[Block]:
+    """The blocks of FlashMLA's item ``item`` (query ``q``): each cache through its top-k
+    index list."""
     seq = 0 if p.mode == "prefill" else q // p.s_q
-    blocks = []
-    for name, k, _, dt in _caches(p):
-        toks = sel[(q, name)]
-        for b0 in range(0, k, p.b_topk):
-            group = b0 // INDEX_BLOCK_TOKENS if b0 % INDEX_BLOCK_TOKENS < p.b_topk else -1
-            blocks.append(Block(item, not blocks, name, seq, dt, toks[b0:b0 + p.b_topk], group))
-    return blocks
-
-
-def drain_flags(p: SparseMlaParams, blocks: list[Block]) -> list[bool]:
-    """Per block: must O be drained from L0C before O += S*V of this block?
-
-    An item's first block drains the previous item's finished O; a later block drains for
-    an O rescale: always with skip-scale off, else for ``rescale_share`` of them, spread
-    evenly (error diffusion, deterministic)."""
-    out, acc = [], 0.0
-    for i, b in enumerate(blocks):
-        if b.first:
-            out.append(i > 0)
-            continue
-        if p.skip_scale_threshold == 0:
-            out.append(True)
-            continue
-        acc += p.rescale_share
-        out.append(acc >= 1.0 - 1e-9)
-        if out[-1]:
-            acc -= 1.0
-    return out
+    return cache_blocks(p.b_topk, item, seq, [(name, sel[(q, name)], dt, True)
+                                              for name, _, _, dt in _caches(p)])
 
 
 @builds_records
 def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
     """Per-core programs of one sparse MLA call; ScheduleError if the buffers overflow."""
     validate(p, chip)
+    if p.mode == "v4":
+        sched = v4.schedule(chip, p)
+        gc.freeze()                 # (as below)
+        return sched
     ncores = p.num_cores or chip.num_ai_cores
     plan = choose_plan(chip, p, [dt for _, _, _, dt in _caches(p)])
     sel = select_tokens(p)
@@ -251,19 +273,7 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
         for hb in range(head_blocks):
             item = q * head_blocks + hb
             per_core[item % ncores].extend(item_blocks(p, item, q, sel))
-    chunks = core.gather_chunks(p, plan, per_core, hint)     # every core's KV gathers at once
-    cores = []
-    shapes: dict = {}               # a core's blocks -> the cores with as many (lock step)
-    for c, blocks in enumerate(per_core):
-        if not blocks:
-            continue
-        prog = CoreProgram(c)
-        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint, chunks[c])
-        prog.buffers = buffer_plan(p, plan)
-        cores.append(prog)
-        # a prefill's items have as many blocks each, so cores with as many blocks run the
-        # same program on other KV rows (the same drains, chunks and copies at the same places)
-        shapes.setdefault(len(blocks), []).append(c)
+    cores, shapes = programs(chip, p, plan, per_core, hint)
     items = min(sum(b.first for b in blocks) for blocks in per_core if blocks)
     groups = lockstep_groups(shapes, p.lockstep_groups) \
         if p.mode == "prefill" and p.lockstep_groups and items >= LOCKSTEP_MIN_ITEMS else []
@@ -290,6 +300,8 @@ def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
 def sparse_mla_roofline(chip: ChipSpec, p: SparseMlaParams) -> dict:
     """Lower bounds in ns: cube at peak on the useful FLOPs, every gathered KV byte through
     L2, and the distinct KV rows once through HBM (expected count under uniform selection)."""
+    if p.mode == "v4":
+        return v4.roofline(chip, p)
     peak_flop_per_ns = 2 * chip.cube.macs_per_cycle["bf16"] * chip.aic_freq_GHz * chip.num_ai_cores
     items_per_query = p.heads // p.heads_per_core
     gathered = hbm = 0.0

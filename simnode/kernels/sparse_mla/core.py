@@ -1,8 +1,11 @@
 """One AI core's sparse MLA program (facts 3.4): the six pipes' records.
 
-``core_program`` fills a ``CoreProgram`` for a list of ``sparse_mla.Block`` steps under a
+``core_program`` fills a ``CoreProgram`` for a list of ``blocks.Block`` steps under a
 ``Plan`` (``plan``: tile depths and the buffers they claim); the AIVs' vector functions are
-costed by ``vf``.
+costed by ``vf``, their KV reads made by ``gathers``. V4's op (``v4``) changes three things
+through its plan: O leaves L0C every block (``Plan.o_in_ub``: no rescale barrier, fragment
+buffers for all of O), and with 128 heads the converted KV goes through a GM workspace
+(``Plan.kv_gm_slots``: the AIVs write it, meet at a barrier, the AIC loads it).
 
 AIC (per block b, cube order P[b] then O[b-1], so P[b+1] is issued before O[b]):
   MTE2: Q of each item -> L1 (2 slots).  MTE1: Q / K k-tiles, then S and V n-tiles,
@@ -29,17 +32,12 @@ vector work waits for that (an mte2->v flag set after that descriptor). gather2
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import math
-from collections import deque
-
-import numpy as np
 
 from simnode.instr import isa
 from simnode.kernels.sparse_mla import vf
-from simnode.kernels.sparse_mla.plan import (FRAG_BUFFERS, INDEX_BLOCK_TOKENS, INDEX_BYTES,
-                                             KV_ROW_BYTES, L0_TILE, Q_L1_SLOTS, Plan,
+from simnode.kernels.sparse_mla.gathers import chunk_spans, gather_chunks
+from simnode.kernels.sparse_mla.plan import (INDEX_BLOCK_TOKENS, INDEX_BYTES, L0_TILE, Plan,
                                              gather_slot_bytes, ub_row)
 
 MAX_EVENT_IDS = 8         # facts 3.2, S3: 8 event ids per (src, dst) pipe pair
@@ -48,6 +46,10 @@ STAT_BYTES = 4            # fp32 LSE (and prefill's max logit) per row, written 
 # cross-core flag ids, AIC -> AIV and AIV -> AIC (16 per AIV, facts 3.2)
 X_P, X_FRAG, X_KVFREE, X_SFREE = 0, 1, 2, 3
 X_KV, X_S, X_PFREE, X_FRAGFREE = 0, 1, 2, 3
+# with the KV through a GM workspace (``Plan.kv_gm_slots``): mte1 <-> mte2 events of the L1
+# KV stages, after the two of the Q slots; mte3 -> s -> v events of the AIVs' barrier
+KV_STAGE_EVENT = 2
+SYNC_EVENT = 1
 
 
 def _memo(cls):
@@ -63,141 +65,21 @@ def _memo(cls):
 
 Set, Wait, XSet, XWait = _memo(isa.SetFlag), _memo(isa.WaitFlag), _memo(isa.CrossSet), _memo(isa.CrossWait)
 Vec, Mmad, Scal = _memo(isa.VecOp), _memo(isa.Mmad), _memo(isa.Scalar)
+Delay = _memo(isa.Delay)
 Copy, Fix = _memo(isa.Copy), _memo(isa.Fixpipe)
 
 
-
-
-def _copy_slots():
-    """The slot setters of ``isa.Copy`` in field order, if its fields are the ones
-    ``_new_copies`` fills; else None (then ``isa.Copy`` itself builds the gathers)."""
-    names = tuple(f.name for f in dataclasses.fields(isa.Copy))
-    if names != ("path", "size_bytes", "gm_key", "l2_hint", "label", "regions"):
-        return None
-    return tuple(getattr(isa.Copy, n).__set__ for n in names)
-
-
-_SLOTS = _copy_slots()
-_NEW = object.__new__
-
-
-def _new_copies(n: int, fields: tuple) -> list:
-    """``n`` records ``isa.Copy(*fields)``, a field given as a list giving each record its own
-    value. Made by filling new records' slots, a field at a time for all of them (C-level
-    maps): the frozen dataclass's ``__init__`` without its six ``object.__setattr__`` calls.
-    Gathers are the most numerous new records of a prefill (~315 k at n_q 4096);
-    tests/kernels/test_sparse_mla.py checks the records equal ``isa.Copy``'s own."""
-    cols = [f if type(f) is list else itertools.repeat(f, n) for f in fields]
-    if _SLOTS is None:
-        return list(map(isa.Copy, *cols))
-    recs = list(map(_NEW, itertools.repeat(isa.Copy, n)))
-    for setter, col in zip(_SLOTS, cols):
-        deque(map(setter, recs, col), maxlen=0)
-    return recs
-
-
-def _gathers(row: int, hint: str, cache: str, seq: int, firsts: list, seconds: list | None,
-             row_keys: dict) -> list:
-    """The KV gathers of one token each (``seconds`` None) or of a pair of tokens each
-    (``firsts[i]``, ``seconds[i]``), of rows of ``row`` bytes of cache ``cache`` of sequence
-    ``seq``. ``row_keys``: (cache, sequence) -> {token: its KV row's GM region key}, one key
-    object per row shared by every gather of it in the schedule (less memory, and the L2
-    model finds the same object again); the schedule's own, so it does not outlive it."""
-    rows = row_keys.get((cache, seq))
-    if rows is None:
-        rows = row_keys[(cache, seq)] = {}
-    for tok in set(firsts).union(seconds or ()):
-        if tok not in rows:
-            rows[tok] = ("kv", cache, seq, tok)
-    keys = list(map(rows.__getitem__, firsts))
-    if seconds is None:
-        return _new_copies(len(keys), ("gm_to_ub", row, keys, hint, "KV gather", ()))
-    # gather2 (facts 3.4, S1): ONE request (burst_count 2, src_stride = token distance) whose
-    # two rows each hit or miss in L2 on their own
-    regions = list(zip(keys, map(rows.__getitem__, seconds)))
-    return _new_copies(len(keys), ("gm_to_ub", row * 2, None, hint, "KV gather2", regions))
-
-
-def _chunk_spans(t: int, plan: Plan) -> list[tuple[int, int, int]]:
-    """A block of ``t`` tokens as its chunks: (AIV, first token, end token) each, the chunks
-    dealt round-robin to the AIVs."""
-    c = plan.chunk_tokens
-    return [(i % plan.n_aiv, i * c, min((i + 1) * c, t)) for i in range(math.ceil(t / c))]
-
-
-def gather_chunks(p, plan: Plan, per_core: list, kv_hint: str) -> list:
-    """Per core (``per_core``: its blocks), per AIV, per block: that AIV's chunks of the block
-    as (tokens, its KV gather records, one per MTE2 descriptor).
-
-    One record per (row bytes, L2 hint, cache, sequence, tokens of the descriptor), shared by
-    every query and core that gathers the same tokens. The descriptors of every block are
-    found at once: blocks of one cache and length have their descriptors at the same token
-    positions, so each such group is a token matrix whose descriptors are coded as integers,
-    made unique (numpy) and turned into records once, in code order; a chunk's records are
-    then a slice of its block's row (no dict lookup per descriptor)."""
-    per_desc = 2 if p.gather2 else 1
-    rows = [[[] for _ in blocks] for blocks in per_core]        # per core, per block: chunks
-    groups: dict = {}                     # (cache, row bytes, tokens) -> [(core, index, block)]
-    for ci, blocks in enumerate(per_core):
-        for bi, blk in enumerate(blocks):
-            groups.setdefault((blk.cache, KV_ROW_BYTES[blk.dtype], len(blk.tokens)), []).append(
-                (ci, bi, blk))
-    mats = {key: np.fromiter(itertools.chain.from_iterable(blk.tokens for _, _, blk in members),
-                             dtype=np.int64, count=len(members) * key[2]).reshape(len(members), key[2])
-            for key, members in groups.items()}
-    # code base: above every token (whatever their order in a block); token m - 1: no second
-    m = max((int(x.max()) for x in mats.values() if x.size), default=0) + 2
-    by_space: dict = {}                   # (cache, row bytes) -> [(group members, layout, codes)]
-    for (cache, row, t), members in groups.items():
-        # the block's chunks (``_chunk_spans``) and each chunk's descriptors: (start, tokens)
-        layout, starts, lens = [], [], []
-        for v, c0, c1 in _chunk_spans(t, plan):
-            d0 = len(starts)
-            for s in range(c0, c1, per_desc):
-                starts.append(s)
-                lens.append(min(per_desc, c1 - s))
-            layout.append((v, c1 - c0, d0, len(starts)))
-        toks = mats[(cache, row, t)]
-        seqs = np.array([blk.seq for _, _, blk in members], dtype=np.int64)[:, None]
-        st = np.array(starts, dtype=np.int64)
-        second = np.where(np.array(lens) == 2, toks[:, np.minimum(st + 1, t - 1)], m - 1)
-        codes = (seqs * m + toks[:, st]) * m + second
-        by_space.setdefault((cache, row), []).append((members, layout, codes))
-    row_keys: dict = {}                   # (``_gathers``)
-    for (cache, row), parts in by_space.items():
-        uniq, inv = np.unique(np.concatenate([x[2].ravel() for x in parts]), return_inverse=True)
-        recs = np.empty(len(uniq), dtype=object)
-        seqs, firsts, seconds = uniq // (m * m), uniq // m % m, uniq % m
-        bounds = [0, *(np.flatnonzero(np.diff(seqs)) + 1).tolist(), len(uniq)]
-        for lo, hi in zip(bounds, bounds[1:]):          # one sequence's gathers (uniq is sorted)
-            one = seconds[lo:hi] == m - 1
-            for idx, single in ((np.flatnonzero(one) + lo, True), (np.flatnonzero(~one) + lo, False)):
-                if len(idx):
-                    recs[idx] = _gathers(row, kv_hint, cache, int(seqs[lo]), firsts[idx].tolist(),
-                                         None if single else seconds[idx].tolist(), row_keys)
-        at = 0
-        for members, layout, codes in parts:
-            occ = recs[inv[at:at + codes.size]].reshape(codes.shape)
-            at += codes.size
-            # each chunk's records as lists made straight from the array's columns (every
-            # step over them touches each record: ~1.3 M at n_q 4096, most of them cache misses)
-            cols = [(v, n, occ[:, d0:d1].tolist()) for v, n, d0, d1 in layout]
-            for r, (ci, bi, _) in enumerate(members):
-                rows[ci][bi] = [(v, n, col[r]) for v, n, col in cols]
-    out = []
-    for blocks_rows in rows:
-        per_aiv = [[[(n, r) for v, n, r in chunks if v == a] for chunks in blocks_rows]
-                   for a in range(plan.n_aiv)]
-        out.append(per_aiv)
-    return out
 
 
 def leads(p, plan: Plan) -> tuple[int, int]:
     """(ND2NZ lead, gather lead) of the AIV step: step j converts block j + the first and
     gathers block j + the second (facts 3.4: i+3 and i+5 in FlashMLA's configuration)."""
     # pushing block j+a reuses the L1 slot of block j+a-stages, whose O (and any drain
-    # before it) must not come after step j in the AIV order
-    a_lead = min(3, plan.kv_l1_stages - 1)
+    # before it) must not come after step j in the AIV order. With O leaving L0C every block
+    # into buffers for all of it (V4's op), O of block b needs the AIVs only up to step b - 1,
+    # and the op converts one block ahead of its softmax (SAS ProcessMainLoop: Vec0(t),
+    # then Vec1(t-1))
+    a_lead = min(2, plan.kv_l1_stages) if plan.o_in_ub else min(3, plan.kv_l1_stages - 1)
     m = math.ceil(math.ceil(p.b_topk / plan.chunk_tokens) / plan.n_aiv)
     return a_lead, a_lead + max(0, plan.gather_chunks // m - 1)
 
@@ -213,13 +95,14 @@ def core_program(prog, chip, p, plan: Plan, blocks: list, drain: list,
     limit = chip.sync.mte2_outstanding_per_aiv
     for v in range(plan.n_aiv):
         _aiv(prog, f"aiv{v}", v, p, plan, blocks, drain, a_lead, g_lead, limit, kv_hint, chunks[v])
-    _launch(prog, p.kernel_launch_ns, p.cold_start_ns)
+    _launch(prog, p.kernel_launch_ns, p.replay_cold_start_ns if p.graph_replay else p.cold_start_ns)
 
 
 def _launch(prog, launch_ns: float, cold_ns: float) -> None:
     """The per-launch time before any unit's first instruction: kernel launch + InitSocState
     (facts 1.2, S6: ~1.9 us; S2 calls AscendC::InitSocState() first) and the cold start
-    (calibrated; 0 for warm caches: see sparse_mla.COLD_START_NS). Each unit's scalar pipe spends it,
+    (calibrated on L2-flushed launches, sparse_mla.COLD_START_NS; inside a graph replay
+    ``replay_cold_start_ns``, sparse_mla.REPLAY_COLD_START_NS). Each unit's scalar pipe spends it,
     then releases the unit's other pipes (set s -> pipe, event 0)."""
     delays = [isa.Delay(ns, label) for ns, label in ((launch_ns, "kernel launch + InitSocState"),
                                                      (cold_ns, "cold start")) if ns > 0]
@@ -296,13 +179,16 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         cb.append(s_m_mte1[s])
         u += 1
 
-    def p_phase(first, t, later, last, qs):
+    def p_phase(first, t, later, last, qs, stage):
         """Block b's P = Q K^T (``later``: b >= 1; ``last``: b ends its item; ``qs``: its
-        item's Q slot)."""
+        item's Q slot; ``stage``: its L1 KV stage when the AIC loads the KV itself)."""
         if first:
             m1.append(Wait("mte2", "mte1", qs))
-        for v, _, _ in _chunk_spans(t, plan):
-            m1.append(xw_kv[v])
+        if plan.kv_gm_slots:
+            m1.append(Wait("mte2", "mte1", KV_STAGE_EVENT + stage))
+        else:
+            for v, _, _ in chunk_spans(t, plan):
+                m1.append(xw_kv[v])
         kt = d // L0_TILE
         mm = Mmad(t, hpc, L0_TILE, "bf16") if plan.transposed else Mmad(hpc, t, L0_TILE, "bf16")
         loads = (hpc * L0_TILE * 2, t * L0_TILE * 2)
@@ -317,9 +203,9 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
 
     # O sits at one place in L0C (S2), n-tile j in region j, FIX <-> M event 1 + j
 
-    def o_phase(t, rescale, drained, post_fix):
+    def o_phase(t, rescale, drained, post_fix, stage):
         """Block b's O += S V (``rescale``: a rescale drain before it; ``drained``: O was
-        drained before it; ``post_fix``: O is drained after it)."""
+        drained before it; ``post_fix``: O is drained after it; ``stage``: ``p_phase``'s)."""
         m1.extend(xw_s)
         mm = Mmad(L0_TILE, hpc, t, "bf16") if plan.transposed else Mmad(hpc, L0_TILE, t, "bf16")
         for j in range(nt):
@@ -336,7 +222,10 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             unit(loads, mm, pre, post)
             if j == 0:
                 m1.extend(xs_sfree)
-        m1.extend(xs_kvfree)
+        if plan.kv_gm_slots:
+            m1.append(Set("mte1", "mte2", KV_STAGE_EVENT + stage))      # the L1 stage is free
+        else:
+            m1.extend(xs_kvfree)
 
     steps: dict = {}                      # step key -> (MTE1 records, cube records, L0 units)
     place_m1, place_cb = prog.placer("aic", "mte1"), prog.placer("aic", "m")
@@ -345,18 +234,21 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         if g < n:
             blk = blocks[g]
             if blk.first:
-                qs = qslot[blk.item] = items % Q_L1_SLOTS
-                if items >= Q_L1_SLOTS:
+                qs = qslot[blk.item] = items % plan.q_slots
+                if items >= plan.q_slots:
                     mte2.append(Wait("mte1", "mte2", qs))
                 mte2.append(isa.Copy("gm_to_l1", hpc * d * 2, ("q", blk.item), label="Q -> L1"))
                 mte2.append(Set("mte2", "mte1", qs))
                 items += 1
+            if plan.kv_gm_slots:
+                _load_workspace(mte2, prog.core, plan, g, len(blk.tokens), d, xw_kv, xs_kvfree)
             pk = (blk.first, len(blk.tokens), g >= 1, g + 1 == n or blocks[g + 1].first,
-                  qslot[blk.item])
+                  qslot[blk.item], g % plan.kv_l1_stages if plan.kv_gm_slots else None)
         if g >= 1:
             b = g - 1
-            ok = (len(blocks[b].tokens), drain[b] and not blocks[b].first, drain[b],
-                  b + 1 == n or drain[b + 1])
+            # with O in UB every block starts a fresh accumulation (no rescale barrier)
+            ok = (len(blocks[b].tokens), drain[b] and not blocks[b].first and not plan.o_in_ub, drain[b],
+                  b + 1 == n or drain[b + 1], b % plan.kv_l1_stages if plan.kv_gm_slots else None)
         # the cube's order: P[g] = Q K[g]^T, then O += S[g-1] V[g-1]
         key = (pk, ok, u if u < slots else slots + u % slots)
         step = steps.get(key)
@@ -383,7 +275,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
             j = f // per_tile
             if f % per_tile == 0:
                 fx.append(w_m_fix[1 + j])
-            if frags >= FRAG_BUFFERS:
+            if frags >= plan.frag_buffers:
                 fx.extend(xw_fragfree)
             fx.append(Fix(hpc, plan.frag_cols, "fp32", dst, None, "normal", "O fragment -> UB"))
             fx.extend(xs_frag)
@@ -401,7 +293,7 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
     for g in range(n + 1):
         key = (len(blocks[g].tokens) if g < n else None, g >= 1,
                g >= 1 and drain[g - 1] and not blocks[g - 1].first,
-               g >= 1 and (g == n or blocks[g].first), min(frags, FRAG_BUFFERS))
+               g >= 1 and (g == n or blocks[g].first), min(frags, plan.frag_buffers))
         step = fsteps.get(key)
         if step is None:
             fx, f0 = [], frags
@@ -421,6 +313,38 @@ def _aic(prog, p, plan: Plan, blocks, drain) -> None:
         else:
             frags += step[1]
         place_fix(step[0], key)
+
+
+def workspace_key(core: int, slot: int, chunk: int) -> tuple:
+    """The GM region of one converted KV chunk in a core pair's workspace (``Plan.kv_gm_slots``)."""
+    return ("v0", core // 2, slot, chunk)
+
+
+def _load_workspace(mte2: list, core: int, plan: Plan, g: int, t: int, d: int, xw_kv, xs_kvfree
+                    ) -> None:
+    """The AIC's load of block g's converted KV from the pair's GM workspace (SAS
+    IterateLoadQK, IS_SPLIT_G): once every AIV of the pair has written its chunks and passed
+    the barrier (one X_KV from each of this core's AIVs; the partner's, written in step, are
+    taken as done by then), into a free L1 stage; the workspace slot is then free again."""
+    stage = g % plan.kv_l1_stages
+    slot = g % plan.kv_gm_slots
+    mte2.extend(xw_kv)
+    if g >= plan.kv_l1_stages:
+        mte2.append(Wait("mte1", "mte2", KV_STAGE_EVENT + stage))
+    keys = tuple(workspace_key(core, slot, i) for i in range(math.ceil(t / plan.chunk_tokens)))
+    mte2.append(isa.Copy("gm_to_l1", t * d * 2, None, "normal", "KV workspace -> L1", keys))
+    mte2.append(Set("mte2", "mte1", KV_STAGE_EVENT + stage))
+    mte2.extend(xs_kvfree)
+
+
+def _barrier(p) -> list:
+    """An AIV's scalar records of one all-AIV barrier (``Plan.kv_gm_slots``): once its MTE3
+    stores are done, the barrier's time (``sync_all_ns``), then the AIC may load the block
+    and the vector work goes on."""
+    recs = [Wait("mte3", "s", SYNC_EVENT)]
+    if p.sync_all_ns > 0:
+        recs.append(Delay(p.sync_all_ns, "SyncAll (mode-0 cross-core flag)"))
+    return recs + [XSet("aic", X_KV), Set("s", "v", SYNC_EVENT)]
 
 
 def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_hint,
@@ -455,6 +379,8 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
     s_mte3_v_1 = Set("mte3", "v", 1)
     xw_kvfree, xw_p, xw_sfree = XWait("aic", X_KVFREE), XWait("aic", X_P), XWait("aic", X_SFREE)
     xs_kv, xs_s, xs_pfree = XSet("aic", X_KV), XSet("aic", X_S), XSet("aic", X_PFREE)
+    s_mte3_s_sync, w_s_v_sync = Set("mte3", "s", SYNC_EVENT), Wait("s", "v", SYNC_EVENT)
+    scalar = prog.pipe(unit, "s") if plan.kv_gm_slots else None
     gather_chunks = plan.gather_chunks
     vv: list = []             # the step being built: its vector and MTE3 records, and the
     m3: list = []             # slots of its GM writes in m3: (position, bytes, what, label)
@@ -502,7 +428,7 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         if cnt is not None:
             # S2 run_process_index: once per group of 640 indices of one cache
             preproc.append(Wait("mte2", "v", 1))
-            preproc.extend(vf.process_index(p.mode, cnt))
+            preproc.extend(vf.process_index("prefill" if p.mode == "prefill" else "decode", cnt))
             preproc.append(Set("v", "mte2", 1))
         if w2:
             vv.append(w_mte2_v_2)
@@ -512,10 +438,10 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
             vv.extend(preproc)
             preproc = []
         if nb is not None:
-            stage_reused, dtype, sizes = nb
+            stage_reused, dtype, sizes, slot, ids = nb
             if stage_reused:
                 m3.append(xw_kvfree)
-            for t in sizes:
+            for t, cid in zip(sizes, ids):
                 vv.append(w_mte2_v_0)
                 if converted >= 1:
                     vv.append(w_mte3_v_0)
@@ -527,9 +453,20 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
                 vv.append(s_v_mte3_0)
                 converted += 1
                 m3.append(w_v_mte3_0)
+                if plan.kv_gm_slots:
+                    m3.append(Copy("ub_to_gm", t * d * 2, workspace_key(prog.core, slot, cid), "normal",
+                                   "KV chunk -> GM workspace"))
+                    m3.append(s_mte3_v_0)
+                    continue
                 m3.append(Copy("ub_to_l1", t * d * 2, None, "normal", "KV chunk -> L1"))
                 m3.append(s_mte3_v_0)
                 m3.append(xs_kv)
+            if plan.kv_gm_slots:
+                # SAS ProcessVec0, IS_SPLIT_G: every AIV of the chip meets at a barrier once
+                # its stores are done (CrossCoreSetFlag mode 0 on MTE3, flag 15; the scalar
+                # unit waits: ``_barrier``), then the AIC may load; the vector work waits too
+                m3.append(s_mte3_s_sync)
+                vv.append(w_s_v_sync)
         if sb is not None:
             t, first, later, last = sb
             vv.append(xw_p)
@@ -602,7 +539,15 @@ def _aiv(prog, unit, v, p, plan: Plan, blocks, drain, a_lead, g_lead, limit, kv_
         nbk = None
         if 0 <= nb < n:
             blk = blocks[nb]
-            nbk = (nb >= plan.kv_l1_stages, blk.dtype, tuple(n for n, _ in chunks[nb]))
+            if plan.kv_gm_slots:
+                ids = tuple(c0 // plan.chunk_tokens for a, c0, _ in
+                            chunk_spans(len(blk.tokens), plan, blk.share) if a == v)
+                nbk = (nb >= plan.kv_gm_slots, blk.dtype, tuple(n for n, _ in chunks[nb]),
+                       nb % plan.kv_gm_slots, ids)
+                scalar.extend(_barrier(p))
+            else:
+                nbk = (nb >= plan.kv_l1_stages, blk.dtype, tuple(n for n, _ in chunks[nb]), None,
+                       (None,) * len(chunks[nb]))
         sb = j + 1
         sbk = None
         if 0 <= sb < n:

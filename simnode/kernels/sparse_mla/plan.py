@@ -12,8 +12,12 @@ from dataclasses import dataclass
 
 from simnode.instr.schedule import BufferUse
 
-#: KV row bytes per token by cache dtype (facts 2.2, S2 kv_cache_format.h).
-KV_ROW_BYTES = {"bf16": 1024, "fp8": 528, "fp4": 288}
+#: KV row bytes per token by cache dtype: FlashMLA's bf16 / fp8 / fp4 rows (facts 2.2, S2
+#: kv_cache_format.h), and "c8", the 950's V4 entry: 448 FP8 no-RoPE values, 64 BF16 RoPE
+#: values and the E8M0 scales of the 448 (one per 64), padded to 128 B: CR-code
+#: ``Attention._get_cache_dim_and_cmp_dtype`` align_up(448 + 2 x 64 + 2 x 448 / 64, 128) = 640;
+#: the op reads it as one 640-B row (SAS ``CopyInSingleKv``: "combineBytes = 640")
+KV_ROW_BYTES = {"bf16": 1024, "fp8": 528, "fp4": 288, "c8": 640}
 INDEX_BYTES = 4           # int32 token indices (S2 index tensor)
 INDEX_BLOCK_TOKENS = 640  # facts 3.4: indices fetched in groups of 640 (INDEX_BLOCK_SIZE)
 TOKENS_PER_CHUNK = 32     # facts 3.4: 32 selected tokens per AIV per step
@@ -25,6 +29,7 @@ L0_TILE = 128             # facts 3.4: K split into 128-wide L1->L0 tiles
 INDEX_UB_BUFFERS = 4      # facts 3.4: index buffers x 4
 FRAG_BUFFERS = 2          # facts 3.4: 2 output-fragment buffers
 STATS_PER_ROW = 4         # running max, sum, scale, sink logit (fp32) per row
+C8_SCALE_LANES = 64       # SAS InitLocalBuffer: dequantScaleBuff of 16 rows x 64 fp32 per buffer
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,17 @@ class Plan:
     l0_slots: int
     ub_rows: tuple            #: (dtype, gathered row in UB padded to 32 B) per KV format (facts 1.3)
     o_regions: int            #: L0C regions of O n-tiles (= d / 128: O sits at one place, S2)
+    #: 0: the AIVs push the converted KV into L1 (UB -> L1); n > 0: they write it to a GM
+    #: workspace of n slots, from which the AIC loads it (V4's op for 128 heads on a core
+    #: pair, SAS IS_SPLIT_G: v0ResGmBuffers, 3 slots)
+    kv_gm_slots: int
+    #: False: O accumulates in L0C and leaves it only to be rescaled or at an item's end
+    #: (FlashMLA, skip-scale); True: each block's P V leaves L0C into UB and the AIVs add it
+    #: to their O (V4's op, SAS Bmm2 -> ProcessVec2 FlashUpdateNew), through UB buffers
+    #: holding all of O's fragments (its 32 x 512 fp32 bmm2 buffer)
+    o_in_ub: bool
+    frag_buffers: int         #: UB buffers of O fragments per AIV
+    q_slots: int              #: L1 slots of Q (facts 3.4: 2; V4's op: 1, SAS l1QBuffers single)
 
 
 def ub_row(dtype: str) -> int:
@@ -48,7 +64,8 @@ def ub_row(dtype: str) -> int:
     return -(-KV_ROW_BYTES[dtype] // 32) * 32
 
 
-def _ub_parts(p, rows, chunk, gslots, frag_cols, ub_rows) -> list[tuple[str, int]]:
+def _ub_parts(p, rows, chunk, gslots, frag_cols, ub_rows, frag_buffers=FRAG_BUFFERS
+              ) -> list[tuple[str, int]]:
     d = p.d_v
     # one set of gather slots per KV row format: S2 keeps FP4's raw rows in slots of their
     # own beside the FP8 ones (config.h gathered_kv_fp4), each with a bf16 scale scratch
@@ -56,33 +73,40 @@ def _ub_parts(p, rows, chunk, gslots, frag_cols, ub_rows) -> list[tuple[str, int
              for dt, row in ub_rows]
     parts += [(f"{dt} scales bf16 scratch", chunk * (d // gran) * 2)
               for dt, gran in (("fp8", 32), ("fp4", 16)) if dt in dict(ub_rows)]
+    if "c8" in dict(ub_rows):
+        # SAS dequantScaleBuff: each row's scales widened to 64 fp32 values
+        parts.append(("c8 scales fp32 scratch", chunk * C8_SCALE_LANES * 4))
     return parts + [
             ("NZ KV chunk bf16", chunk * d * 2),
             (f"O accumulator {rows}x{d} fp32", rows * d * 4),
-            (f"O fragments x {FRAG_BUFFERS} of {rows}x{frag_cols} fp32",
-             FRAG_BUFFERS * rows * frag_cols * 4),
+            (f"O fragments x {frag_buffers} of {rows}x{frag_cols} fp32",
+             frag_buffers * rows * frag_cols * 4),
             (f"P/S {rows}x{p.b_topk} fp32", rows * p.b_topk * 4),
             ("softmax stats", rows * STATS_PER_ROW * 4),
             (f"index buffers x {INDEX_UB_BUFFERS}", INDEX_UB_BUFFERS * INDEX_BLOCK_TOKENS * INDEX_BYTES)]
 
 
-def choose_plan(chip, p, dtypes) -> Plan:
+def choose_plan(chip, p, dtypes, options: list | None = None, kv_gm_slots: int = 0,
+                o_in_ub: bool = False, q_slots: int = Q_L1_SLOTS) -> Plan:
     """The facts 3.4 plan for KV caches of ``dtypes`` when it fits; else (1C1V: one UB holds
     all 64 rows of O) smaller chunks, 2 gather slots and 64-wide fragments. If nothing fits,
-    the facts plan is kept so that the buffer check names the overflowing buffer."""
+    the facts plan is kept so that the buffer check names the overflowing buffer.
+    ``options``: other (chunk tokens, gather slots, fragment columns) to try, in order;
+    ``kv_gm_slots``, ``o_in_ub``, ``q_slots``: ``Plan``'s."""
     n_aiv = p.vector_cores_per_cube
     rows = p.heads_per_core // n_aiv
     row_pad = tuple((dt, ub_row(dt)) for dt in sorted(set(dtypes)))
     ub = chip.buffers.capacity_bytes("ub")
-    options = [(TOKENS_PER_CHUNK, GATHER_UB_CHUNKS, L0_TILE), (16, 2, 64)]
+    options = options or [(TOKENS_PER_CHUNK, GATHER_UB_CHUNKS, L0_TILE), (16, 2, 64)]
     chosen = options[0]
     for opt in options:
-        if sum(b for _, b in _ub_parts(p, rows, *opt, row_pad)) <= ub:
+        frag_buffers = p.d_v // opt[2] if o_in_ub else FRAG_BUFFERS
+        if sum(b for _, b in _ub_parts(p, rows, *opt, row_pad, frag_buffers)) <= ub:
             chosen = opt
             break
     chunk, gslots, frag_cols = chosen
     hpc, d, bt = p.heads_per_core, p.d_qk, p.b_topk
-    l1_fixed = Q_L1_SLOTS * hpc * d * 2 + hpc * bt * 2
+    l1_fixed = q_slots * hpc * d * 2 + hpc * bt * 2
     kv_stages = max(2, min(KV_L1_STAGES, (chip.buffers.capacity_bytes("l1") - l1_fixed) // (bt * d * 2)))
     transposed = hpc < chip.cube.saturating_m_rows
     a_slot = max(hpc * L0_TILE, hpc * bt) * 2
@@ -95,7 +119,8 @@ def choose_plan(chip, p, dtypes) -> Plan:
     # (facts 3.4; S2 kernel_body.h: l0c_out_buf at 0, l0c_p_buf = l0c_out_buf + MMA_M * D_VO)
     o_regions = d // L0_TILE
     return Plan(n_aiv, rows, transposed, chunk, gslots, d // frag_cols, frag_cols, kv_stages,
-                l0, row_pad, o_regions)
+                l0, row_pad, o_regions, kv_gm_slots, o_in_ub,
+                d // frag_cols if o_in_ub else FRAG_BUFFERS, q_slots)
 
 
 def buffer_plan(p, plan: Plan) -> list[BufferUse]:
@@ -104,7 +129,7 @@ def buffer_plan(p, plan: Plan) -> list[BufferUse]:
     b_slot = bt * L0_TILE * 2
     if plan.transposed:
         a_slot, b_slot = b_slot, a_slot
-    out = [BufferUse("aic", "l1", f"Q x {Q_L1_SLOTS}", Q_L1_SLOTS * hpc * d * 2),
+    out = [BufferUse("aic", "l1", f"Q x {plan.q_slots}", plan.q_slots * hpc * d * 2),
            BufferUse("aic", "l1", f"KV x {plan.kv_l1_stages} stages of {bt} tokens",
                      plan.kv_l1_stages * bt * d * 2),
            BufferUse("aic", "l1", "S x 1", hpc * bt * 2),
@@ -114,7 +139,7 @@ def buffer_plan(p, plan: Plan) -> list[BufferUse]:
            BufferUse("aic", "l0c", f"P {hpc}x{bt} fp32", hpc * bt * 4)]
     for v in range(plan.n_aiv):
         for label, size in _ub_parts(p, plan.rows, plan.chunk_tokens, plan.gather_chunks,
-                                     plan.frag_cols, plan.ub_rows):
+                                     plan.frag_cols, plan.ub_rows, plan.frag_buffers):
             out.append(BufferUse(f"aiv{v}", "ub", label, size))
     return out
 

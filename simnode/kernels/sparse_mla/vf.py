@@ -27,7 +27,8 @@ the call.
 
 Counts are per AIV and per call, as functions of the call's shape, so the other plans
 (1C1V's 64 rows, ``b_topk``) are costed by the same code paths. Main names:
-``dequant`` (``kv_dequant_and_nd2nz_for_decode_vf``), ``nd2nz`` (prefill's
+``dequant`` (``kv_dequant_and_nd2nz_for_decode_vf``; for V4's 640-B C8 entry, the 950
+op's ``CastScaleImpl`` and ``AntiquantVFImplFp8D448``), ``nd2nz`` (prefill's
 ``kv_nd2nz_for_prefill_vf``), ``softmax``, ``process_index``, ``scale_o``
 (``add_and_scale_o_vf``), ``final_lse`` (``get_final_lse_and_denorm_vf``), ``final_output``
 (``get_final_output_vf``) and ``clear_kv`` (``clear_kv_buf_vf``).
@@ -112,7 +113,36 @@ def dequant(dtype: str, tokens: int, row_bytes: int) -> tuple:
                    load_bytes=tokens * (D // 2 + CHUNKS * 32), store_bytes=stores * REG_BYTES,
                    decode=tokens * D * 2, chain=_chain(load=1, alu=2, store=1), call=False)
         return (pro, body)
+    if dtype == "c8":
+        return _dequant_c8(tokens)
     raise ValueError(f"no dequant VF for '{dtype}'")
+
+
+#: the C8 entry (plan.KV_ROW_BYTES "c8"): 448 FP8 no-RoPE values in tiles of 64, one E8M0
+#: scale each, and 64 BF16 RoPE values
+C8_NOPE, C8_TILE = 448, 64
+C8_FULL_LOOPS = C8_NOPE // 128            # 3 loops of 128 values (two tiles), then one of 64 + RoPE
+
+
+def _dequant_c8(tokens: int) -> tuple:
+    """V4's op on the 950 (SAS ``DequantKv``): two VFs per call of up to 16 rows.
+    ``CastScaleImpl``: per row an unpack load of its scales, E8M0 -> bf16 -> fp32, a store.
+    ``AntiquantVFImplFp8D448``: 3 loops of 128 no-RoPE values, per row 2 unpack loads of 64
+    FP8 values, 2 broadcast loads of their scales, 2 FP8 -> fp32 casts, 2 muls, 2 fp32 ->
+    bf16 casts, an asc_deintlv (EXU0) and a strided NZ store; then per row the last 64
+    values the same way (one of each) beside a load and a store of the RoPE part, and a
+    second NZ store. Chain: load, cast, mul, cast, deinterleave, store."""
+    scales = _vf("dequant C8: scales", alu=2 * tokens, loads=tokens, stores=tokens,
+                 load_bytes=tokens * 32, store_bytes=tokens * REG_BYTES,
+                 chain=_chain(load=1, alu=2, store=1))
+    alu = tokens * (C8_FULL_LOOPS * 7 + 4) + 1                # + the VDUP of the zero register
+    exu0 = tokens * (C8_FULL_LOOPS + 1) + 1
+    loads = tokens * (C8_FULL_LOOPS * 4 + 3)
+    stores = tokens * (C8_FULL_LOOPS + 2)
+    body = _vf("dequant C8 + ND2NZ", alu=alu, exu0=exu0, loads=loads, stores=stores,
+               load_bytes=tokens * (C8_NOPE + C8_TILE * 2 + (C8_FULL_LOOPS * 2 + 1) * 4),
+               store_bytes=tokens * D * 2, chain=_chain(load=1, alu=3, intlv=1, store=1))
+    return (scales, body)
 
 
 @lru_cache(maxsize=None)
@@ -251,6 +281,22 @@ def final_output(rows: int, frag_cols: int, add: bool) -> tuple:
                 loads=loads, stores=stores, load_bytes=regs * REG_BYTES * (2 if add else 1),
                 store_bytes=regs * REG_BYTES / 2,
                 chain=_chain(load=1, alu=(3 if add else 2) + 1, intlv=1, store=1)),)
+
+
+@lru_cache(maxsize=None)
+def combine(rows: int, splits: int) -> tuple:
+    """A split row's flash-decode combine on one AIV (V4's op with split-KV, the metadata's
+    FD tasks; the kernel's FD VF is not among the sources read, so it is counted as FlashMLA's
+    CUDA combine does it): per row the splits' LSE (a load each) reduced to their max and
+    weights exp(lse - max) (an SFU op each) and their sum; per split and register of O a load,
+    a mul by the weight and an add; then per register a mul by 1 / sum and a bf16 cast,
+    stored. Chain: load, mul, add across the splits, mul, cast, store."""
+    regs = rows * D / REG_OPS
+    alu = rows * splits * 3 + regs * (2 * splits + 2)
+    return (_vf("FD combine", alu=alu, sfu=rows * splits, loads=rows * splits + regs * splits,
+                stores=regs / 2, load_bytes=splits * regs * REG_BYTES + rows * splits * 4,
+                store_bytes=regs * REG_BYTES / 2,
+                chain=_chain(load=1, alu=2 * splits + 2, sfu=1, store=1)),)
 
 
 @lru_cache(maxsize=None)
