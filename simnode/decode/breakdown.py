@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simnode import units
 from simnode.decode import kernels as K
 from simnode.decode.moe import FLOW
 from simnode.decode.program import HOST, KERNEL, METADATA, MOE
@@ -51,6 +52,7 @@ class Breakdown:
     step_ns: float
     slowest_rank: int
     ranks: tuple                 #: the ranks the slowest one stands for (same work, same times)
+    reason: str                  #: why that rank is the slowest
     critical: dict               #: line -> ns on the slowest rank's main stream (module docstring)
     kernels: tuple               #: KernelRow, by time on the clock, largest first
     segments: dict               #: segment name -> {"count", "mean_ns", "max_ns"}
@@ -119,8 +121,13 @@ def breakdown(run, chip) -> Breakdown:
     segments = {name: {"count": len(v), "mean_ns": sum(v) / len(v), "max_ns": max(v)}
                 for name, v in seg_spans.items()}
     ranks = run.groups[g]
+    rows_of = run.moe.routed_rows
+    mean = sum(rows_of) / len(rows_of)
+    r = ranks[0]
+    reason = (f"rank {r}: {rows_of[r]} routed rows per MoE layer ({rows_of[r] / mean:.2f}x the mean), "
+              f"{len(ranks)} rank(s) alike; its barriers waited {units.ns_to_us(run.barrier_wait_ns(g)):.1f} us")
     plain = lambda d: {k: float(v) for k, v in d.items()}      # noqa: E731
-    return Breakdown(run.group_end(g), ranks[0], ranks, plain(crit), kernels,
+    return Breakdown(run.group_end(g), r, ranks, reason, plain(crit), kernels,
                      {k: plain(v) for k, v in segments.items()}, plain(by_model), plain(stream_busy))
 
 

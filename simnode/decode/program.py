@@ -78,7 +78,7 @@ def build_program(m: ModelSpec, d: Deployment, gaps: Gaps) -> Program:
     ops: list[Op] = []
     meta_stream = "metadata" if d.metadata_stream else "main"
     meta = [_add(ops, Op(meta_stream, METADATA, METADATA, None, 0, ())) for _ in range(gaps.metadata_builds)]
-    waiting_meta = bool(meta)
+    waiting_meta = bool(meta) and meta_stream != "main"      # on main, order alone waits
     for si, seg in enumerate(order):
         main_at: dict[str, int] = {}          # the last main op of each name in this segment
         open_runs: dict[str, int] = {}        # side stream -> its last op, not joined yet

@@ -59,8 +59,19 @@ class StepRun:
     def step_ns(self) -> float:
         return float(self.end.max())
 
+    def barrier_wait_ns(self, g: int) -> float:
+        """Time group ``g`` waited at its collectives' barriers for other ranks."""
+        phases = self.moe.phases[self.groups[g][0]]
+        return sum(s - a for (gg, _), recs in self.phases.items() if gg == g
+                   for ph, (a, s, _) in zip(phases, recs) if ph.collective)
+
     def slowest_group(self) -> int:
-        return int(np.argmax([self.group_end(g) for g in range(len(self.groups))]))
+        """The group that ends last; among groups that end together (ranks released by one
+        barrier finish alike), the one that waited least: the straggler the others wait for."""
+        ends = [self.group_end(g) for g in range(len(self.groups))]
+        last = max(ends)
+        tied = [g for g, e in enumerate(ends) if e >= last - 1e-9 * last]
+        return min(tied, key=lambda g: (round(self.barrier_wait_ns(g), 3), g))
 
 
 def rank_groups(moe, num_ranks: int) -> tuple:

@@ -123,6 +123,7 @@ def _result(name: str, spec: SIM.StepSpec, out: SIM.StepOutcome, seed: int) -> R
             "time each stream's kernels were at work"),
         fig("slowest_rank", b.slowest_rank, "rank", "the rank that ends last", digits=0),
         fig("slowest_ranks", len(b.ranks), "ranks", "ranks with the slowest rank's work and times", digits=0),
+        fig("slowest_reason", b.reason, "", "why that rank is the slowest"),
         fig("distinct_kernels", out.distinct_kernels, "kernels",
             "distinct (kernel, shape, cores) timed once for the step", digits=0),
         fig("moe_note", out.run.moe.note, "", "what times the MoE blocks"),
