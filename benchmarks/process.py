@@ -71,6 +71,14 @@ ROWS = {
                               10.0, 0.0, 34.0, 400),
 }
 
+#: one decode step (issue 34): V4-Flash on 16 chips at global batch 256 with MTP3, V4-Pro on 64
+ROWS["decode-step-flash16"] = Row("decode-step-flash16", (
+    "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/v4-flash-decode.yaml",
+    "--set", "global_batch=256", "--json"), 10.0)
+ROWS["decode-step-pro64"] = Row("decode-step-pro64", (
+    "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/v4-pro-decode.yaml",
+    "--json"), 60.0)
+
 #: the MoE layer (issue 18): its slowest overlap mode, fused, at the layer's full size
 for _ep, _target in ((8, 10.0), (128, 60.0)):
     ROWS[f"moe-layer-ep{_ep}"] = Row(f"moe-layer-ep{_ep}", (
