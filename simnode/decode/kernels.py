@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from simnode import units
 from simnode.config.chip import ChipSpec
 from simnode.decode.deployment import Deployment, format_bytes, quantization
-from simnode.decode.memory import kv_entry_bytes
+from simnode.decode.memory import kv_entry_bytes, window_entry_bytes
 from simnode.decode.model import CSA, HCA, WINDOW, ModelSpec
 
 STREAMS = ("main", "kv", "indexer", "shared", "metadata")
@@ -161,7 +161,7 @@ def attention_kernels(m: ModelSpec, d: Deployment, layer_type: str) -> list[Kern
     M, B, s_q, h, hd = d.tokens_per_chip, d.batch_per_chip, d.query_tokens, m.hidden, m.head_dim
     kv_stream = "kv" if d.kv_stream else "main"
     idx_stream = "indexer" if d.indexer_stream else "main"
-    entry = kv_entry_bytes(m, d.kv_cache)
+    entry, win_entry = kv_entry_bytes(m, d.kv_cache), window_entry_bytes(m, d.kv_cache)
     out = [hc_pre("hc_pre_attn", m, M), rmsnorm("attn_norm", M, h),
            mx_quant("wq_a_quant", M, h), gemm("wq_a", M, m.q_lora_rank, h, fq),
            mx_quant("wkv_quant", M, h, kv_stream), gemm("wkv", M, hd, h, fq, kv_stream),
@@ -169,7 +169,7 @@ def attention_kernels(m: ModelSpec, d: Deployment, layer_type: str) -> list[Kern
            rmsnorm("q_norm", M, m.q_lora_rank), mx_quant("q_quant", M, m.q_lora_rank),
            gemm("wq_b", M, m.num_heads * hd, m.q_lora_rank, fq),
            rmsnorm("q_b_norm", M * m.num_heads, hd), rope("q_rope", M, m.num_heads, m.rope_head_dim),
-           elementwise("win_kv_epilog", "kv_epilog", M, hd, 2, entry / hd, 6,
+           elementwise("win_kv_epilog", "kv_epilog", M, hd, 2, win_entry / hd, 6,
                        "kv_compress_epilog: quantize + scatter into the window cache")]
     if layer_type != WINDOW:
         ratio, coff = m.ratio(layer_type), (2 if layer_type == CSA else 1)
@@ -197,7 +197,7 @@ def attention_kernels(m: ModelSpec, d: Deployment, layer_type: str) -> list[Kern
                 _call("indexer_topk", "topk", {"rows": M, "n": keys, "k": m.index_topk}, "fp32", "main",
                       "the indexer's top-k (CR fuses it into the indexer op)", hbm_bytes=M * keys * 4)]
     selected = {WINDOW: 0, CSA: m.index_topk, HCA: -(-d.context_len // m.hca_ratio)}[layer_type]
-    out.append(_sparse_attn(m, d, layer_type, selected, entry))
+    out.append(_sparse_attn(m, d, layer_type, selected, entry, win_entry))
     o_in = m.num_heads * hd // m.o_groups
     out += [rope("o_inv_rope", M, m.num_heads, m.rope_head_dim),
             mx_quant("o_quant", M * m.o_groups, o_in),
@@ -222,7 +222,8 @@ def _compressor(name: str, m: ModelSpec, d: Deployment, coff: int, width: int, r
                  vector_ops=M * n * 8, peak=CUBE_DTYPE[fmt])
 
 
-def _sparse_attn(m: ModelSpec, d: Deployment, layer_type: str, selected: int, entry: int) -> KernelCall:
+def _sparse_attn(m: ModelSpec, d: Deployment, layer_type: str, selected: int, entry: int,
+                 win_entry: int) -> KernelCall:
     """npu_kv_quant_sparse_attn_sharedkv: each query over its window and ``selected`` entries of
     its compressed cache (``cache`` entries long: CSA picks the indexer's top-k, HCA reads all)."""
     B, s_q, hd, H = d.batch_per_chip, d.query_tokens, m.head_dim, m.num_heads
@@ -232,11 +233,11 @@ def _sparse_attn(m: ModelSpec, d: Deployment, layer_type: str, selected: int, en
     # entries a sequence's queries read: its window (shared by them) and its compressed
     # entries (HCA: all of them; CSA: each query's own top-k, at most the whole cache)
     compressed = min(selected * s_q, cache) if layer_type == CSA else selected
-    distinct_entries = B * (m.window + s_q - 1 + compressed)
+    read = B * ((m.window + s_q - 1) * win_entry + compressed * entry)
     return _call("sparse_attn", "sparse_attn", {"batch": B, "s_q": s_q, "heads": H, "dim": hd,
                  "window": m.window, "selected": selected, "cache": cache}, d.kv_cache, "main",
                  "window + compressed caches in one op, tiled by a metadata op",
-                 flops=2 * Q * H * keys * 2 * hd, hbm_bytes=distinct_entries * entry + Q * H * hd * 4,
+                 flops=2 * Q * H * keys * 2 * hd, hbm_bytes=read + Q * H * hd * 4,
                  vector_ops=Q * H * keys * 8, peak="bf16")
 
 

@@ -100,7 +100,7 @@ def _sparse_mla(chip, c: KernelCall):
     return sparse_mla_schedule(chip, SparseMlaParams(
         mode="decode", batch=s["batch"], s_q=s["s_q"], heads=s["heads"], d_qk=s["dim"], d_v=s["dim"],
         topk_main=s["window"], main_len=s["window"], topk_extra=extra, extra_len=max(s["cache"], extra),
-        kernel_launch_ns=0.0))
+        extra_dtype="fp4" if c.dtype == "fp4_compressed" else "fp8", kernel_launch_ns=0.0))
 
 
 def _topk(chip, c: KernelCall):
