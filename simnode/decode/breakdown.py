@@ -128,7 +128,8 @@ def breakdown(run, chip) -> Breakdown:
               f"{len(ranks)} rank(s) alike; its barriers waited {units.ns_to_us(run.barrier_wait_ns(g)):.1f} us")
     plain = lambda d: {k: float(v) for k, v in d.items()}      # noqa: E731
     return Breakdown(run.group_end(g), r, ranks, reason, plain(crit), kernels,
-                     {k: plain(v) for k, v in segments.items()}, plain(by_model), plain(stream_busy))
+                     {k: {"count": v["count"], "mean_ns": float(v["mean_ns"]), "max_ns": float(v["max_ns"])}
+                      for k, v in segments.items()}, plain(by_model), plain(stream_busy))
 
 
 def _rows(rows: dict, segs: tuple, chip) -> tuple:
