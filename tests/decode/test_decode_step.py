@@ -91,6 +91,18 @@ def test_two_streams_that_fit_the_cores_overlap_and_two_that_do_not_share_them(c
     assert full.end[0, 1] == pytest.approx(9000.0) and full.end[0, 2] == pytest.approx(9000.0)
 
 
+def test_one_stream_without_gaps_takes_the_sum_of_its_kernels_alone(repo_root):
+    """The replay is exact: with every kernel on the main stream and no gaps, nothing shares
+    a core or the HBM, so the step is each kernel's time alone plus each MoE phase's."""
+    out = _outcome(repo_root, kv_stream=False, indexer_stream=False, shared_expert="inline",
+                   metadata_stream=False, launch_gap_ns=0)
+    run = out.run
+    kernels = sum(p.ns for p in run.profiles.values())
+    moe = sum(p.ns for p in run.moe.phases[0]) * sum(op.kind == P.MOE for op in run.program.ops)
+    assert run.step_ns == pytest.approx(kernels + moe, rel=1e-9)
+    assert all(r.time_ns == pytest.approx(r.alone_ns, rel=1e-9) for r in out.breakdown.kernels)
+
+
 def test_the_shared_expert_hides_on_its_stream_unless_its_core_split_starves_it(repo_root):
     # EP64: 4 local experts per chip, so the routed experts are short beside the shared one
     ep64 = {"chips": 64, "attn_dp": 64, "moe_ep": 64, "global_batch": 64}
