@@ -106,6 +106,7 @@ def layer_sim(topology, m: ModelSpec, d: Deployment, routes: list, costs, batch_
             "gmm_w2": (chip.num_ai_cores, gemm_aiv), "combine": (0, aivs)}
     spans = {"dispatch": ("dispatch", "dispatch epilogue"), "gmm_w13": ("gemm1",),
              "swiglu_quant": ("swiglu",), "gmm_w2": ("gemm2",), "combine": ("combine", "combine epilogue")}
+    bottleneck = _expert_bottlenecks(chip, m, lp.weight_dtype)
     phases = []
     for r, rec in enumerate(run.ranks):
         took: dict = {}
@@ -117,14 +118,25 @@ def layer_sim(topology, m: ModelSpec, d: Deployment, routes: list, costs, batch_
             ns = sum(took.get(s, 0.0) for s in spans[name])
             if collective:
                 ns -= float(entry[name][r])
-            call = calls[name]
-            bound = "network + AIVs (DeepEP normal)" if collective else \
-                "roofline: " + K.roofline_ns(call, chip)[1]
-            out.append(MoePhase(name, ns, call.hbm_bytes, *held[name], collective, bound,
+            out.append(MoePhase(name, ns, calls[name].hbm_bytes, *held[name], collective,
+                                bottleneck.get(name, "network + AIVs (DeepEP normal)"),
                                 FLOW if collective else "pipe-level"))
         phases.append(tuple(out))
     rows = tuple(int(x) for x in run.experts.sum(axis=1))
     return MoeRun(tuple(phases), rows, LAYER_SIM_NOTE)
+
+
+def _expert_bottlenecks(chip, m: ModelSpec, weight_dtype: str) -> dict:
+    """The busiest resource of each expert kernel's pipe-level profile, as MoELayerSim ran
+    it (the profiles are memoized: reading them runs nothing again)."""
+    from simnode.instr.isa import PIPE_NAMES
+    from simnode.moe import profiles
+    cores = chip.num_ai_cores
+    h, i = m.hidden, m.moe_intermediate
+    out = {"gmm_w13": profiles.grouped_gemm_profile(chip, 2 * i, h, "fp8", weight_dtype, "bf16", "contiguous", cores),
+           "swiglu_quant": profiles.swiglu_profile(chip, i, cores),
+           "gmm_w2": profiles.grouped_gemm_profile(chip, h, i, "fp8", weight_dtype, "bf16", "contiguous", cores)}
+    return {k: PIPE_NAMES.get(p.bottleneck, p.bottleneck) for k, p in out.items()}
 
 
 #: name -> MoE model (module docstring)
