@@ -72,11 +72,14 @@ def simulate(spec: StepSpec, topology) -> StepOutcome:
     fp = check(spec, topology)
     m, d, chip = spec.model, spec.deployment, topology.chip
     prog = P.build_program(m, d, spec.gaps)
-    profiles = {i: T.profile(chip, op.call, P.stream_cores(d, op.stream, op.call, chip.aiv_per_core))
-                for i, op in enumerate(prog.ops) if op.kind == P.KERNEL}
-    distinct = len({(op.call.key, P.stream_cores(d, op.stream, op.call, chip.aiv_per_core))
-                    for op in prog.ops if op.kind == P.KERNEL})
+    keyed = {i: (op.call, P.stream_cores(d, op.stream, op.call, chip.aiv_per_core))
+             for i, op in enumerate(prog.ops) if op.kind == P.KERNEL}
+    timed: dict = {}
+    for call, cores in keyed.values():
+        if (call.key, cores) not in timed:
+            timed[(call.key, cores)] = T.profile(chip, call, cores)
+    profiles = {i: timed[(call.key, cores)] for i, (call, cores) in keyed.items()}
     routes = M.routes_for(m, d, spec.routing)
     block = M.MOE_MODELS[spec.moe_model](topology, m, d, routes, spec.moe_costs, spec.batch_window_ns)
     run = S.run_step(chip, prog, profiles, block, spec.gaps)
-    return StepOutcome(run, B.breakdown(run, chip), fp, distinct)
+    return StepOutcome(run, B.breakdown(run, chip), fp, len(timed))
