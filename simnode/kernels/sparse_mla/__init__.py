@@ -77,7 +77,7 @@ class SparseMlaParams:
     mode: str = param("prefill", "prefill or decode", choices=("prefill", "decode"))
     n_q: int = param(4096, "prefill queries", unit="queries", min=1)
     kv_len: int = param(8192, "prefill KV length", unit="tokens", min=1)
-    topk: int = param(640, "prefill selected tokens per query", unit="tokens", min=1)
+    topk: int = param(640, "prefill selected KV entries per query (tokens of its cache)", unit="entries", min=1)
     kv_dtype: str = param("bf16", "prefill KV cache dtype", choices=KV_DTYPES)
     batch: int = param(64, "decode sequences", unit="sequences", min=1)
     s_q: int = param(4, "decode queries per sequence", unit="queries", min=1)
