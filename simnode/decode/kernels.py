@@ -189,13 +189,11 @@ def attention_kernels(m: ModelSpec, d: Deployment, layer_type: str) -> list[Kern
                       hbm_bytes=M * hi * di * 4 + di * di * 2, peak="bf16"),
                 mx_quant("idx_q_quant", M * hi, di, idx_stream),
                 _call("lightning_indexer", "lightning_indexer", {"batch": B, "s_q": s_q, "heads": hi,
-                      "dim": di, "keys": keys, "topk": m.index_topk}, "fp8", "main",
-                      "quant lightning indexer: FP8 MQA logits, weighted ReLU sum over heads, fused "
-                      "top-k (facts ascend950 2.1: MQA logits FixPipe-bound)",
+                      "dim": di, "context": d.context_len, "ratio": m.csa_ratio, "topk": m.index_topk},
+                      "fp8", "main", "npu_quant_lightning_indexer: FP8 MQA logits, weighted ReLU sum "
+                      "over heads, the top-k fused (facts ascend950 2.1: MQA logits FixPipe-bound)",
                       flops=2 * M * hi * di * keys, hbm_bytes=B * keys * (di + 4) + M * hi * (di + 8),
-                      vector_ops=M * hi * keys * 3, fixpipe_bytes=M * hi * keys * 4, peak="fp8"),
-                _call("indexer_topk", "topk", {"rows": M, "n": keys, "k": m.index_topk}, "fp32", "main",
-                      "the indexer's top-k (CR fuses it into the indexer op)", hbm_bytes=M * keys * 4)]
+                      vector_ops=M * hi * keys * 3, fixpipe_bytes=M * hi * keys * 4, peak="fp8")]
     selected = {WINDOW: 0, CSA: m.index_topk, HCA: -(-d.context_len // m.hca_ratio)}[layer_type]
     out.append(_sparse_attn(m, d, layer_type, selected, entry, win_entry))
     o_in = m.num_heads * hd // m.o_groups

@@ -6,8 +6,7 @@ call's shape and how well that model fits the real operator (``model``):
 - ``pipe-level``: simnode's own model of this kernel, run on the pipe-level engine;
 - ``proxy``: a simnode kernel of a close operation, run on the pipe-level engine (the entry's
   ``note`` says what differs); with ``rest``, the roofline of what the proxy leaves out is
-  added to it (hc_pre: the Sinkhorn program beside its fp32 mix; the compressor: its two
-  linears beside its state traffic);
+  added to it (the compressor: its two linears beside its state traffic);
 - ``roofline``: no simnode model: the call's roofline at the chip's rates
   (``kernels.roofline_ns``).
 
@@ -103,12 +102,19 @@ def _sparse_mla(chip, c: KernelCall):
         extra_dtype="fp4" if c.dtype == "fp4_compressed" else "fp8", kernel_launch_ns=0.0))
 
 
-def _topk(chip, c: KernelCall):
+def _sampler(chip, c: KernelCall):
     from simnode.kernels.topk import TopkParams, topk_schedule
     s = c.dims()
-    if c.op == "sampler":
-        return topk_schedule(chip, TopkParams(s["rows"], s["vocab"], 1))
-    return topk_schedule(chip, TopkParams(s["rows"], s["n"], s["k"]))
+    return topk_schedule(chip, TopkParams(s["rows"], s["vocab"], 1))
+
+
+def _indexer(chip, c: KernelCall):
+    """CANN's quant_lightning_indexer (the op CR calls on the 950), its top-k fused."""
+    from simnode.kernels.indexer import IndexerParams, indexer_schedule
+    s = c.dims()
+    return indexer_schedule(chip, IndexerParams(
+        kernel="cann", batch=s["batch"], q_per_seq=s["s_q"], context=s["context"], compress_ratio=s["ratio"],
+        heads=s["heads"], head_dim=s["dim"], topk=s["topk"]))
 
 
 def _swiglu(chip, c: KernelCall):
@@ -144,10 +150,6 @@ def _compressor_rest(c: KernelCall) -> KernelCall:
     return replace(c, flops=0.0, hbm_bytes=max(c.hbm_bytes - linears, 0.0))
 
 
-def _whole(c: KernelCall) -> KernelCall:
-    return c
-
-
 #: operation -> how it is timed (module docstring). An entry marked proxy or roofline is
 #: waiting for its kernel model: when one lands, its entry changes here and nowhere else.
 TIMINGS = {
@@ -161,17 +163,17 @@ TIMINGS = {
                       "tile:tk_per_token_cast", "TileKernels per-token FP8 cast (MX: a scale per 32)"),
     "rope": proxy(tile_program("tk_rope", seqlen="rows", nheads="heads", rot_dim="rot_dim"),
                   "tile:tk_rope", "TileKernels RoPE on rot_dim of each head"),
-    "hc_pre": proxy(tile_program("tk_sinkhorn", num_tokens="rows", repeat="iters"), "tile:tk_sinkhorn",
-                    "TileKernels Sinkhorn; the fp32 mix GEMM, RMS and lane sum as a roofline", _whole),
-    "hc_post": roofline("fused hc_post: no simnode model yet"),
+    "hc_pre": pipe(tile_program("v4_hc_pre", num_tokens="rows", hidden="hidden", lanes="lanes", iters="iters"),
+                   "tile:v4_hc_pre", "CR's fused npu_hc_pre (HF32 mix as BF16 passes: the program's stand-in)"),
+    "hc_post": pipe(tile_program("v4_hc_post", num_tokens="rows", hidden="hidden", lanes="lanes"),
+                    "tile:v4_hc_post", "CR's fused npu_hc_post"),
     "hc_head": roofline("fp32 linear: no FP32 MMAD in simnode's GEMM"),
     "kv_epilog": roofline("kv_compress_epilog: no simnode model"),
     "indexer_epilog": roofline("indexer_compress_epilog: no simnode model"),
     "embedding": roofline("embedding gather: no simnode model"),
     "add": roofline("elementwise add: no simnode model"),
-    "lightning_indexer": roofline("lightning indexer: no simnode model yet (cube, HBM, FixPipe roofline)"),
-    "topk": proxy(_topk, "topk", "DeepSelect top-k timed on its own (CR fuses it into the indexer)"),
-    "sampler": proxy(_topk, "topk", "DeepSelect top-1 over the vocabulary"),
+    "lightning_indexer": pipe(_indexer, "lightning_indexer", "CANN's quant_lightning_indexer, top-k fused"),
+    "sampler": proxy(_sampler, "topk", "DeepSelect top-1 over the vocabulary"),
     "sparse_attn": proxy(_sparse_mla, "sparse_mla", "FlashMLA decode (FP8 528-B rows, main = window, "
                          "extra = compressed); V4's 640-B entries, MTP masks and tiling differ"),
     "batch_gemm": proxy(_grouped, "grouped_gemm", "transpose-quant batch matmul as a masked grouped GEMM"),

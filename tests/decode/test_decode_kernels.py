@@ -14,7 +14,7 @@ MTP1 = D.load_deployment(dict(D.FLASH_16_MTP1), FLASH)
 PROLOG = ["hc_pre_attn", "attn_norm", "wq_a_quant", "wq_a", "wkv_quant", "wkv", "kv_norm", "kv_rope",
           "q_norm", "q_quant", "wq_b", "q_b_norm", "q_rope", "win_kv_epilog"]
 INDEXER = ["idx_weights_proj", "idx_compressor", "idx_cmp_epilog", "idx_wq_b", "idx_q_rope",
-           "idx_hadamard", "idx_q_quant", "lightning_indexer", "indexer_topk"]
+           "idx_hadamard", "idx_q_quant", "lightning_indexer"]
 POST = ["sparse_attn", "o_inv_rope", "o_quant", "wo_a", "wo_b_quant", "wo_b", "hc_post_attn"]
 MOE = ["hc_pre_ffn", "ffn_norm", "gate", "sh_quant", "sh_w13", "sh_swiglu_quant", "sh_w2", "gate_topk",
        "dispatch", "gmm_w13", "swiglu_quant", "gmm_w2", "combine", "add_shared", "hc_post_ffn"]

@@ -139,7 +139,7 @@ def _result(name: str, spec: SIM.StepSpec, out: SIM.StepOutcome, seed: int) -> R
             fig("model", r.model, "", "pipe-level, proxy, roofline or flow-level (simnode.decode.timing)"),
             fig("source", r.source, "", "the simnode model that times it"),
             fig("shape", r.key, "", "operation, format and shape"))) for r in b.kernels)
-    bottleneck = f"rank {b.slowest_rank}: {top.name} ({100 * top.time_ns / step:.0f}% of the step, {top.model})"
+    bottleneck = f"rank {b.slowest_rank}: {top.name} ({top.model}, {top.bottleneck})"
     return Result(name, "decode_step", step, bottleneck, kernels, tuple(header), seed=seed)
 
 
