@@ -10,8 +10,9 @@ call's shape and how well that model fits the real operator (``model``):
 - ``roofline``: no simnode model: the call's roofline at the chip's rates
   (``kernels.roofline_ns``).
 
-Switching an operation to a new model is one entry: ``"lightning_indexer": pipe(indexer)``
-with a ``schedule(chip, call)`` that builds the kernel's schedule from the call's shape.
+Switching an operation to a new model is one entry, e.g. ``"sparse_attn": pipe(v4_attention,
+"sparse_attn_v4")`` with a ``schedule(chip, call)`` that builds the kernel's schedule from the
+call's shape (as ``_indexer`` does for the lightning indexer).
 
 ``profile(chip, call, cores)`` times a call once per (chip, operation, format, shape, cores)
 in this process (``CACHE``) and returns a ``Profile``: its time alone, its HBM bytes, the AI
