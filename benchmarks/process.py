@@ -83,6 +83,14 @@ for _ep, _target in ((8, 10.0), (128, 60.0)):
         "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/moe-layer.yaml",
         "--set", f"num_ranks={_ep}", "--set", "overlap=fused", "--json"), _target)
 
+#: one decode step: V4-Flash on 16 chips at global batch 256 with MTP3, V4-Pro on 64
+ROWS["decode-step-flash16"] = Row("decode-step-flash16", (
+    "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/v4-flash-decode.yaml",
+    "--set", "global_batch=256", "--json"), 10.0)
+ROWS["decode-step-pro64"] = Row("decode-step-pro64", (
+    "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/v4-pro-decode.yaml",
+    "--json"), 60.0)
+
 
 @dataclass(frozen=True)
 class Measurement:

@@ -53,7 +53,7 @@ SCHEMES = {
         "hash_table": "int32"},
 }
 #: KV cache entry formats of one 512-wide K=V token (``memory.kv_entry_bytes``)
-KV_FORMATS = ("ascend_fp8", "fmla_fp8", "bf16")
+KV_FORMATS = ("ascend_fp8", "fmla_fp8", "bf16", "fp4_compressed")
 SHARED_EXPERT_PLACEMENTS = ("stream", "inline")
 
 
@@ -88,7 +88,9 @@ class Deployment:
                               choices=tuple(SCHEMES), origin="sourced", cite="facts v4-decode 2")
     kv_cache: str = param(
         "ascend_fp8", "KV entry format: ascend_fp8 (640 B: CR-code Attention._get_cache_dim_and_"
-                      "cmp_dtype), fmla_fp8 (584 B: FlashMLA tests/quant.py), bf16 (1024 B)",
+                      "cmp_dtype), fmla_fp8 (584 B: FlashMLA tests/quant.py), bf16 (1024 B), "
+                      "fp4_compressed (the what-if of FP4 compressed caches: FlashMLA's 288-B FP4 "
+                      "rows, the windows ascend_fp8)",
         choices=KV_FORMATS, origin="sourced", cite="facts v4-decode 1; CR-code modeling_deepseek.py")
     block_size: int = param(128, "KV page (block) size", unit="tokens", min=1, origin="sourced",
                             cite="CR-code config/ci_950/deepseek_v4_flash_rank_16_16ep.yaml")

@@ -24,7 +24,9 @@ KV entry (``kv_entry_bytes``): ``ascend_fp8`` is the layout the 950 runs with KV
 default: align_up(448 + 2 x 64 + 2 x 448 / 64, 128) = 640 B (CR-code Attention
 ._get_cache_dim_and_cmp_dtype); ``fmla_fp8`` is FlashMLA's V4 entry, 584 B (448 FP8 + 64
 BF16 RoPE dims + 7 UE8M0 scales + 1 pad: facts v4-decode 1, tests/quant.py), which the
-facts' ~3.9 KB (Flash) / ~5.5 KB (Pro) per context token assume (``kv_bytes_per_token``).
+facts' ~3.9 KB (Flash) / ~5.5 KB (Pro) per context token assume (``kv_bytes_per_token``);
+``fp4_compressed`` (a what-if) keeps the compressed caches in FP4 rows of ``FP4_ENTRY_BYTES``
+and the windows in ``ascend_fp8`` (``window_entry_bytes``).
 
 ``check_fits(model, dep, chip)`` raises a ``ConfigError`` naming what does not fit and the
 largest global batch that would (``largest_batch``).
@@ -36,13 +38,16 @@ from dataclasses import dataclass, replace
 
 from simnode import units
 from simnode.config.chip import ChipSpec
-from simnode.decode.deployment import Deployment, format_bytes, quantization
+from simnode.decode.deployment import KV_FORMATS, Deployment, format_bytes, quantization
 from simnode.decode.model import CSA, HCA, WINDOW, ModelSpec, all_weights
 from simnode.errors import ConfigError
 
 ATTENTION_PARTS = frozenset({"attn_proj", "indexer_q", "indexer_weights", "compressor"})
 INDEXER_ENTRY_BYTES = 128 + 4     # FP8 key of 128 dims + fp32 scale (facts v4-decode 1)
 STATE_BYTES = 4                   # compressor states are fp32 (CR-code _init_cache_entries)
+#: an FP4 KV row as FlashMLA's decode reads its FP4 extra cache (S2 via simnode.kernels.sparse_mla
+#: KV_ROW_BYTES): the stand-in for a V4 FP4 entry, whose layout is not published
+FP4_ENTRY_BYTES = 288
 #: CR-code hccl_utils constants: window slots aligned to 512 B; 32-B UB alignment; 44 B of
 #: scale and expand index per dispatched token; at least 200 MB; 11 MB beside
 WIN_ALIGN, UB_ALIGN, TOKEN_EXTRA_BYTES = 512, 32, 44
@@ -54,7 +59,8 @@ def _align(x: int, a: int) -> int:
 
 
 def kv_entry_bytes(m: ModelSpec, fmt: str) -> int:
-    """Bytes of one KV entry (a 512-wide K=V token) in a cache format (module docstring)."""
+    """Bytes of one compressed-cache KV entry (a 512-wide K=V token) in a cache format
+    (module docstring)."""
     nope = m.head_dim - m.rope_head_dim
     if fmt == "ascend_fp8":
         return _align(nope + 2 * m.rope_head_dim + 2 * nope // 64, 128)
@@ -62,7 +68,15 @@ def kv_entry_bytes(m: ModelSpec, fmt: str) -> int:
         return nope + 2 * m.rope_head_dim + nope // 64 + 1
     if fmt == "bf16":
         return 2 * m.head_dim
-    raise ConfigError("deployment", "kv_cache", fmt, "one of ascend_fp8, fmla_fp8, bf16")
+    if fmt == "fp4_compressed":
+        return FP4_ENTRY_BYTES
+    raise ConfigError("deployment", "kv_cache", fmt, "one of " + ", ".join(KV_FORMATS))
+
+
+def window_entry_bytes(m: ModelSpec, fmt: str) -> int:
+    """Bytes of one window-cache entry: the compressed caches' format, but FP8 beside FP4
+    compressed caches (FlashMLA decode mixes an FP8 main cache with an FP4 extra one)."""
+    return kv_entry_bytes(m, "ascend_fp8" if fmt == "fp4_compressed" else fmt)
 
 
 def kv_bytes_per_token(m: ModelSpec, fmt: str = "fmla_fp8") -> float:
@@ -117,9 +131,10 @@ def _window_blocks(d: Deployment, window: int) -> int:
 def cache_bytes_per_sequence(m: ModelSpec, d: Deployment) -> dict[str, float]:
     """Cache bytes one sequence holds at the deployment's context, by part."""
     entry = kv_entry_bytes(m, d.kv_cache)
+    win_entry = window_entry_bytes(m, d.kv_cache)
     kv_len = d.context_len + d.query_tokens           # the step's tokens join the caches
     blk = d.block_size
-    win = _window_blocks(d, m.window) * blk * entry
+    win = _window_blocks(d, m.window) * blk * win_entry
     out = {"kv_compressed": 0.0, "indexer_cache": 0.0, "kv_window": 0.0, "compressor_state": 0.0}
     for t in m.layer_types + (WINDOW,) * m.mtp_layers:
         out["kv_window"] += win

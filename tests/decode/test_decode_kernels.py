@@ -14,10 +14,10 @@ MTP1 = D.load_deployment(dict(D.FLASH_16_MTP1), FLASH)
 PROLOG = ["hc_pre_attn", "attn_norm", "wq_a_quant", "wq_a", "wkv_quant", "wkv", "kv_norm", "kv_rope",
           "q_norm", "q_quant", "wq_b", "q_b_norm", "q_rope", "win_kv_epilog"]
 INDEXER = ["idx_weights_proj", "idx_compressor", "idx_cmp_epilog", "idx_wq_b", "idx_q_rope",
-           "idx_hadamard", "idx_q_quant", "lightning_indexer", "indexer_topk"]
+           "idx_hadamard", "idx_q_quant", "lightning_indexer"]
 POST = ["sparse_attn", "o_inv_rope", "o_quant", "wo_a", "wo_b_quant", "wo_b", "hc_post_attn"]
-MOE = ["hc_pre_ffn", "ffn_norm", "gate", "gate_topk", "dispatch", "gmm_w13", "swiglu_quant", "gmm_w2",
-       "sh_quant", "sh_w13", "sh_swiglu_quant", "sh_w2", "combine", "add_shared", "hc_post_ffn"]
+MOE = ["hc_pre_ffn", "ffn_norm", "gate", "sh_quant", "sh_w13", "sh_swiglu_quant", "sh_w2", "gate_topk",
+       "dispatch", "gmm_w13", "swiglu_quant", "gmm_w2", "combine", "add_shared", "hc_post_ffn"]
 
 
 @pytest.mark.parametrize("layer_type, middle", [
@@ -33,15 +33,14 @@ def test_a_layers_kernels_follow_cr_codes_order(layer_type, middle):
 def test_shapes_at_decode_m():
     calls = {c.name: c for c in K.layer_kernels(FLASH, MTP1, "csa")}
     assert calls["wq_b"].shape == (("m", 360), ("n", 64 * 512), ("k", 1024))
-    assert calls["wq_b"].settings_dict() == {"m": 360, "n": 32768, "k": 1024, "dtype": "fp8"}
-    attn = calls["sparse_attn"].settings_dict()
-    assert (attn["batch"], attn["s_q"], attn["topk_main"], attn["topk_extra"], attn["extra_len"]) == \
-        (180, 2, 128, 512, 2048)
-    w13 = calls["gmm_w13"].settings_dict()
-    assert w13["m_per_expert"] == [135] * 16 and (w13["weight_dtype"], w13["layout"]) == ("fp4", "masked")
-    assert calls["wo_a"].settings_dict()["m_per_expert"] == [360] * 8
-    hca = {c.name: c for c in K.layer_kernels(FLASH, MTP1, "hca")}["sparse_attn"].settings_dict()
-    assert (hca["topk_extra"], hca["extra_len"]) == (64, 64)            # 8192 / 128, all of them
+    assert (calls["wq_b"].dtype, calls["wq_b"].peak) == ("mxfp8", "fp8")
+    attn = calls["sparse_attn"].dims()
+    assert (attn["batch"], attn["s_q"], attn["window"], attn["selected"], attn["cache"]) == (180, 2, 128, 512, 2048)
+    w13 = calls["gmm_w13"].dims()
+    assert (w13["groups"], w13["rows"], w13["max_rows"], calls["gmm_w13"].dtype) == (16, 2160, 135, "mxfp4")
+    assert calls["wo_a"].dims()["rows"] == 360 * 8
+    hca = {c.name: c for c in K.layer_kernels(FLASH, MTP1, "hca")}["sparse_attn"].dims()
+    assert (hca["selected"], hca["cache"]) == (64, 64)                  # 8192 / 128, all of them
 
 
 def test_streams_follow_the_deployment():
@@ -76,15 +75,23 @@ def test_distinct_keys_count_each_launch_once():
     assert dist["rmsnorm[bf16](rows=4,width=4096)"][1] == 2 * 46 + 1 + 3 * 3
     # hash-routed layers are their own gate top-k
     assert dist["gate_topk[fp32](rows=4,experts=256,top_k=6,hash=True)"][1] == 3
+    assert [c.name for c in K.layer_kernels(FLASH, MTP3, "csa", True)].count("hash_topk") == 1
     assert len(dist) < 60
 
 
-def test_every_call_names_a_model_or_says_why_not():
+def test_step_order_runs_the_layers_in_the_models_order_then_the_drafts():
+    order = K.step_order(FLASH, MTP3)
+    names = [s.name for s in order]
+    assert names[:5] == ["embedding", "layer window hash", "layer window hash", "layer csa hash", "layer hca"]
+    assert names[44] == "head" and names[45:] == ["mtp draft"] * 3
+    assert [s.forward for s in order[45:]] == [1, 2, 3] and {s.forward for s in order[:45]} == {0}
+    assert order[4].kernels is order[6].kernels            # equal layers share one kernel tuple
+
+
+def test_every_call_says_what_the_real_operator_does():
     for c, _ in K.distinct(K.step_segments(FLASH, MTP1)).values():
-        assert c.status in K.STATUSES
-        assert (c.model == "none") == (c.status == "missing"), c.key
-        assert c.model == "none" or c.model in K.PRESET_WORKLOADS
-        assert c.status == "model" or c.note, c.key
+        assert c.stream in K.STREAMS and c.peak in K.CUBE_DTYPE.values()
+        assert c.note or c.op == "gemm", c.key
 
 
 def test_roofline_of_a_decode_gemm_is_its_weight_read():

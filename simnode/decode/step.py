@@ -1,0 +1,163 @@
+"""One decode step of every rank on one clock: streams as processes, kernels as tasks.
+
+``run_step(chip, program, profiles, moe, gaps) -> StepRun`` runs a ``Program``
+(``simnode.decode.program``) on every rank at once. Each rank has its HBM, its AI cores'
+cubes and its AIVs as resources of one sharing engine (``simnode.engine.share.Share``):
+capacities the chip's HBM bandwidth, its AI cores, its AIVs. Each of a rank's streams is a
+SimPy process that runs its ops in order; an op waits for the ops of other streams it
+depends on (``Op.after``), then for its launch gap, then runs:
+
+- a kernel as one task of its time alone (``timing.Profile.ns``) at a pace of at most 1
+  (work-ns per ns) that holds ``aic`` cubes, ``aiv`` AIVs and its HBM bytes spread evenly
+  over that time. Alone it takes exactly its time; beside a kernel of another stream, the
+  engine shares the cores and the HBM max-min fairly, so two kernels that together want
+  more cores than the chip has both slow, and two that fit beside each other (a small
+  GEMM on 4 cores and a vector kernel) overlap for free: overlap is an outcome;
+- a MoE block as its phases (``moe.MoePhase``): a collective phase (dispatch, combine)
+  waits at a barrier until every rank of the EP group has arrived, then runs as a task; a
+  compute phase runs after its launch gap;
+- a host or metadata op as a wait of its gap.
+
+Ranks whose MoE blocks are the same (``MoeRun.signature``; every rank under balanced
+routing) run the same program on the same resources and reach every barrier together, so
+one process per stream serves the group (``StepRun.groups``): exact, not an approximation.
+
+``StepRun`` holds, per group and op, when its stream reached it (``reach``), when its
+dependencies were met (``ready``), when its work began (``start``: after the launch gap)
+and ended (``end``); per group, MoE op and phase, (arrival, start, end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from simnode.decode.program import HOST, KERNEL, METADATA, MOE, Gaps, Program
+from simnode.engine.share import Share
+
+
+@dataclass
+class StepRun:
+    """What the step did (module docstring)."""
+    program: Program
+    groups: tuple                  #: per group: the ranks it stands for
+    reach: np.ndarray              #: [group, op] ns
+    ready: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    phases: dict                   #: (group, op index) -> [(arrival, start, end) per phase]
+    profiles: dict                 #: op index -> timing.Profile of each kernel op
+    moe: object                    #: the moe.MoeRun replayed
+    hbm_bytes: np.ndarray          #: [group] HBM bytes its kernels moved
+
+    def group_end(self, g: int) -> float:
+        return float(self.end[g].max())
+
+    @property
+    def step_ns(self) -> float:
+        return float(self.end.max())
+
+    def barrier_wait_ns(self, g: int) -> float:
+        """Time group ``g`` waited at its collectives' barriers for other ranks."""
+        phases = self.moe.phases[self.groups[g][0]]
+        return sum(s - a for (gg, _), recs in self.phases.items() if gg == g
+                   for ph, (a, s, _) in zip(phases, recs) if ph.collective)
+
+    def slowest_group(self) -> int:
+        """The group that ends last; among groups that end together (ranks released by one
+        barrier finish alike), the one that waited least: the straggler the others wait for."""
+        ends = [self.group_end(g) for g in range(len(self.groups))]
+        last = max(ends)
+        tied = [g for g, e in enumerate(ends) if e >= last - 1e-9 * last]
+        return min(tied, key=lambda g: (round(self.barrier_wait_ns(g), 3), g))
+
+
+def rank_groups(moe, num_ranks: int) -> tuple:
+    """Ranks with the same MoE block, in order of their first rank."""
+    out: dict = {}
+    for r in range(num_ranks):
+        out.setdefault(moe.signature(r), []).append(r)
+    return tuple(tuple(v) for v in out.values())
+
+
+def run_step(chip, program: Program, profiles: dict, moe, gaps: Gaps) -> StepRun:
+    """Run ``program`` on every rank (module docstring); ``profiles``: op index -> Profile of
+    each kernel op (every rank's attention-side work is the same)."""
+    ops = program.ops
+    groups = rank_groups(moe, len(moe.phases))
+    G, N, R = len(groups), len(ops), len(moe.phases)
+    env = simpy.Environment()
+    share = Share(env)
+    aivs = chip.num_ai_cores * chip.aiv_per_core
+    res = [share.add_resources([f"g{g}.hbm", f"g{g}.aic", f"g{g}.aiv"],
+                               [chip.memory.hbm_bandwidth_GBps, chip.num_ai_cores, aivs]) for g in range(G)]
+    reach, ready, start, end = (np.zeros((G, N)) for _ in range(4))
+    waited_on = {a for op in ops for a in op.after}
+    done = [{i: env.event() for i in waited_on} for _ in range(G)]
+    barriers: dict = {}
+    phases: dict = {}
+
+    def task(g: int, ns: float, hbm_bytes: float, aic: int, aiv: int):
+        pairs = [(r, w) for r, w in zip(res[g], (hbm_bytes / ns if ns else 0.0, aic, aiv)) if w > 0]
+        if not pairs:
+            return env.timeout(ns)
+        return share.start(ns, tuple(r for r, _ in pairs), tuple(float(w) for _, w in pairs), cap=1.0)
+
+    def barrier(key, g: int):
+        b = barriers.get(key)
+        if b is None:
+            b = barriers[key] = [0, env.event()]
+        b[0] += len(groups[g])
+        if b[0] == R:
+            b[1].succeed()
+        return b[1]
+
+    def moe_block(g: int, i: int):
+        recs = []
+        for k, ph in enumerate(moe.phases[groups[g][0]]):
+            arrive = env.now
+            if ph.collective:
+                yield barrier((i, k), g)
+            elif gaps.launch_gap_ns:
+                yield env.timeout(gaps.launch_gap_ns)
+            s = env.now
+            if ph.ns > 0:
+                yield task(g, ph.ns, ph.hbm_bytes, ph.aic, ph.aiv)
+            recs.append((arrive, s, env.now))
+        phases[(g, i)] = recs
+
+    def stream(g: int, idxs: tuple):
+        for i in idxs:
+            op = ops[i]
+            reach[g, i] = env.now
+            for a in op.after:
+                yield done[g][a]
+            ready[g, i] = env.now
+            if op.kind == KERNEL:
+                if gaps.launch_gap_ns:
+                    yield env.timeout(gaps.launch_gap_ns)
+                start[g, i] = env.now
+                p = profiles[i]
+                if p.ns > 0:
+                    yield task(g, p.ns, p.hbm_bytes, p.aic, p.aiv)
+            elif op.kind == MOE:
+                start[g, i] = env.now
+                yield from moe_block(g, i)
+            else:
+                start[g, i] = env.now
+                wait = gaps.host_gap_ns if op.kind == HOST else gaps.metadata_ns if op.kind == METADATA else 0.0
+                if wait:
+                    yield env.timeout(wait)
+            end[g, i] = env.now
+            if i in done[g]:
+                done[g][i].succeed()
+
+    procs = [env.process(stream(g, idxs)) for g in range(G) for _, idxs in program.streams]
+    env.run()
+    if not all(p.triggered for p in procs):
+        raise RuntimeError("decode step: a stream did not finish (a dependency or barrier never completed)")
+    share.sync()
+    hbm = np.array([share.bytes_by_resource[res[g][0]] for g in range(G)])
+    return StepRun(program, groups, reach, ready, start, end, phases, dict(profiles), moe, hbm)
