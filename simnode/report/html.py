@@ -40,7 +40,7 @@ _CSS = """
 body { font-family: sans-serif; margin: 16px 24px; color: #222; max-width: 1360px; }
 h1 { font-size: 22px; margin: 0 0 4px 0; } h1 .what { font-weight: normal; color: #555; font-size: 17px; }
 h2 { font-size: 18px; margin-top: 22px; border-bottom: 1px solid #ccc; }
-.summary h2 { font-size: 15px; margin: 4px 0; border: none; }
+.summary h2 { font-size: 15px; margin: 4px 0; border: none; } .summary h2 ~ h2 { margin-top: 14px; }
 h4 { font-size: 13px; margin: 14px 0 2px 0; font-weight: normal; }
 p.lede { margin: 0 0 8px 0; font-size: 14px; color: #333; }
 .summary { display: flex; flex-wrap: wrap; gap: 8px 20px; align-items: flex-start; }

@@ -9,9 +9,11 @@
   ``plots.primary_unit`` panel, with the published points, their tolerance and a calibrated
   band where there is one; and, where the runs' times split into parts
   (``simnode.report.breakdown``), the stacked split per run. A single run shows its split
-  and its per-rank strip where it has them, else its kernels against their bounds;
+  and its per-rank strip where it has them, else its kernels against their bounds and its
+  first headline mapping of busy shares;
 - one line per run: its label, its time, its bottleneck (with its busy share), and for a
-  single run its headline figures; the note on a bottleneck below ``SATURATED_FRAC`` said once.
+  single run its headline figures; the note on a bottleneck below ``SATURATED_FRAC`` said
+  once; for a sweep, each published figure it has a run at, against the model's value.
 
 Published figures are drawn and compared only where they were measured as the runs were made
 (``comparable_published``). ``figures`` numbers the page's figures (``Figures``), so captions
@@ -197,14 +199,6 @@ def _run_line(point, scale: float, unit: str, names) -> str:
             f"bottleneck {esc(r.bottleneck)}{busy}{figures}</li>")
 
 
-def _line_figures(folder, published) -> list[str]:
-    """The headline figures a sweep's run lines show: those with published points (the rest
-    are in the summary plot)."""
-    field = plots.x_field(folder.params, folder.band_field)
-    names = [n for n, _ in plots.headline_figures(folder.points)]
-    return [n for n in names if plots.published_for(published, folder.workload, field, [n])]
-
-
 def summary_html(folder, published, figures: Figures) -> str:
     """The heading and the summary section of ``folder``'s page (module docstring)."""
     pts = folder.points
@@ -221,8 +215,8 @@ def summary_html(folder, published, figures: Figures) -> str:
     if not shown:
         shown = _run_plots(pts[0], figures)
     scale, unit = time_axis(max(p.result.makespan_ns for p in pts))
-    lines = "".join(_run_line(p, scale, unit, _line_figures(folder, published) if sweep_plot else None)
-                    for p in pts)
+    # a sweep's figures are in its plot: its lines say time and bottleneck; a run's, its figures too
+    lines = "".join(_run_line(p, scale, unit, () if sweep_plot else None) for p in pts)
     busy = [p.result.bottleneck_util_frac for p in pts]
     note = ""
     if any(u is not None and u < SATURATED_FRAC for u in busy):
