@@ -276,10 +276,7 @@ def test_report_in_headless_chromium(deepep_sweep_dir, layer_sweep_dir, gemm_run
     first plot is above the first table, and the summary plots are on the first screen."""
     for folder in (deepep_sweep_dir, layer_sweep_dir, gemm_run_dir):
         page = write_report(folder)
-        shown = chromium(browser, page, tmp_path / "profile", "--dump-dom")
-        assert console_errors(shown.stderr) == []
-        assert "<h1>" in shown.stdout
-        measured = check_in_browser(browser, page, tmp_path)
+        measured = check_in_browser(browser, page, tmp_path)          # no console errors either
         assert measured["screen"][0] == SCREEN[0]            # laid out as on a 1400-pixel-wide screen
         assert order_problems(measured) == [], folder.name
         images = measured["images"]
