@@ -107,8 +107,9 @@ def _flat_mapping(value: dict) -> dict:
     return flat
 
 
-def mapping_table(points, name: str, figures_of) -> str:
-    """A mapping figure ``name``: a row per key (nested keys ``a / b``), a column per point."""
+def mapping_table(points, name: str, figures_of, owner: str = "") -> str:
+    """A mapping figure ``name``: a row per key (nested keys ``a / b``), a column per point;
+    captioned ``owner: name (unit): doc`` (``owner``: the kernel's name, or "run")."""
     values, first = [], None
     for p in points:
         f = next((f for f in figures_of(p) if f.name == name), None)
@@ -124,13 +125,14 @@ def mapping_table(points, name: str, figures_of) -> str:
                         else f'<td class="text">{esc(flat[key])}</td>' if isinstance(flat[key], (str, bool))
                         else f"<td>{fmt(flat[key], first.unit)}</td>" for _, flat in values)
         rows.append(f'<tr><th scope="row">{esc(key)}</th>{cells}</tr>')
-    caption = f"<h4>{heading(name, first.unit)}{': ' + esc(first.doc) if first.doc else ''}</h4>"
+    caption = _caption(owner, heading(name, first.unit), first.doc)
     return caption + _table([heading(name, first.unit)] + [esc(c) for c in _columns([p for p, _ in values])], rows)
 
 
-def records_table(points, name: str, figures_of) -> str:
+def records_table(points, name: str, figures_of, owner: str = "") -> str:
     """A list-of-records figure ``name``: a row per record, a column per record field (its
-    unit read off its name), at most ``RECORD_ROWS`` records per point."""
+    unit read off its name), at most ``RECORD_ROWS`` records per point; captioned as
+    ``mapping_table``'s."""
     per_point, fields, first = [], {}, None
     for p in points:
         f = next((f for f in figures_of(p) if f.name == name), None)
@@ -159,7 +161,7 @@ def records_table(points, name: str, figures_of) -> str:
             where = f"{p.dir.name}/result.json" if p.dir is not None and p.point else "result.json"
             rows.append(f'<tr>{run}<td class="text" colspan="{len(fields)}">and {len(recs) - RECORD_ROWS} '
                         f"more records in {esc(where)}</td></tr>")
-    caption = f"<h4>{esc(name)}{': ' + esc(first.doc) if first.doc else ''}</h4>"
+    caption = _caption(owner, esc(name), first.doc)
     return caption + _table(head, rows)
 
 
@@ -169,10 +171,15 @@ def _group(summary: str, what: str, parts: list[str]) -> str:
             f"{body}</details>")
 
 
-def _sub_tables(points, figures_of) -> tuple[list[str], list[str]]:
+def _caption(owner: str, name: str, doc: str) -> str:
+    return f"<h4>{esc(owner) + ': ' if owner else ''}{name}{': ' + esc(doc) if doc else ''}</h4>"
+
+
+def _sub_tables(points, figures_of, owner: str) -> tuple[list[str], list[str]]:
     """The tables of the mapping and record figures, and their names."""
     names = list(dict.fromkeys(f.name for p in points for f in figures_of(p) if not scalar(f.value)))
-    tables = [mapping_table(points, n, figures_of) or records_table(points, n, figures_of) for n in names]
+    tables = [mapping_table(points, n, figures_of, owner) or records_table(points, n, figures_of, owner)
+              for n in names]
     return tables, [n for n, t in zip(names, tables) if t]
 
 
@@ -195,7 +202,7 @@ def run_group(points) -> str:
         if r.bottleneck_util_frac is not None:
             first.append(Figure("bottleneck busy", r.bottleneck_util_frac, "fraction", "its busy share of the run"))
         return first + list(r.figures)
-    tables, names = _sub_tables(points, figures_of)
+    tables, names = _sub_tables(points, figures_of, "run")
     n = sum(1 for f in {f.name: f for p in points for f in p.result.figures}.values() if scalar(f.value))
     return _group("Run", _described("time, bound, bottleneck", n, names),
                   [figure_table(points, figures_of)] + tables)
@@ -216,7 +223,7 @@ def kernel_group(points, kernel: str) -> str:
         if k.bottleneck_util_frac is not None:
             first.append(Figure("bottleneck busy", k.bottleneck_util_frac, "fraction", "its busy share of the kernel"))
         return first + list(k.figures)
-    tables, names = _sub_tables(points, figures_of)
+    tables, names = _sub_tables(points, figures_of, kernel)
     n = len({f.name for p in points if p.result.kernel(kernel) for f in p.result.kernel(kernel).figures
              if scalar(f.value)})
     return _group(f"Kernel {kernel}", _described("time against its bound, bottleneck", n, names),
