@@ -56,6 +56,10 @@ class ResultFolder:
     points: list                      #: [PointData], in grid order
     #: a band sweep's point field naming each run's overlay (sweep.json "band"), else ""
     band_field: str = ""
+    #: what was run: "topology" and "workload" (paths) and "sets" (["k=v", ...]), where the
+    #: folder's sweep.json or config.json states them
+    inputs: dict = field(default_factory=dict)
+    config: dict | None = None        #: a run's config.json (None for a sweep, or if absent)
 
     @property
     def workload(self) -> str:
@@ -261,6 +265,15 @@ def _inside(rel: str) -> bool:
             and ".." not in posix.parts and ".." not in windows.parts)
 
 
+def _inputs(info: dict) -> dict:
+    """The topology and workload paths and the --set values ``info`` states (others left out)."""
+    out = {k: info[k] for k in ("topology", "workload") if isinstance(info.get(k), str)}
+    sets = info.get("sets")
+    if isinstance(sets, list) and all(isinstance(s, str) for s in sets):
+        out["sets"] = list(sets)
+    return out
+
+
 def load_folder(path) -> ResultFolder:
     """Read a run or sweep output folder; see the module docstring."""
     if str(path) == "":
@@ -301,7 +314,10 @@ def _load_folder(path: Path) -> ResultFolder:
         if band is not None and not (isinstance(band_field, str) and band_field in params):
             raise ConfigError(str(sweep_path), "band.field", shown(band_field),
                               "the swept field that names each run's overlay (a key of params)")
-        return ResultFolder(path, True, params, points, band_field or "")
+        return ResultFolder(path, True, params, points, band_field or "", _inputs(sweep))
     if (path / "result.json").exists():
-        return ResultFolder(path, False, {}, [_point(path, {})])
+        point = _point(path, {})
+        config_path = path / "config.json"
+        config = read_json(config_path, dict, "the run's configuration") if config_path.exists() else None
+        return ResultFolder(path, False, {}, [point], "", _inputs(config or {}), config)
     raise ConfigError("simnode report", "RESULT_DIR", str(path), LAYOUTS)

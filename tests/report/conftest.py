@@ -9,6 +9,7 @@ depend on how long a full-size run takes.
 - ``gemm_result``: result.json of a small GEMM run (a fresh dict).
 - ``gemm_run_dir``, ``deepep_run_dir``, ``deepep_sweep_dir``, ``layer_sweep_dir``: ready-made
   folders.
+- ``nonblank``: checks PNG bytes are an image of some size with ink on it.
 - ``browser``: a headless Chromium to open the report in (``find_browser``): found on the
   machine, or the test is skipped with what to install, or fails when
   ``SIMNODE_REQUIRE_BROWSER=1`` (CI, where the test command installs one as root).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import io
 import json
 import os
 import shutil
@@ -105,6 +107,22 @@ def layer_sweep_dir(tmp_path) -> Path:
     rows = [({"overlap": o}, *run_result(SUPERNODE, LAYER, num_ranks=4, tokens_per_rank=256, overlap=o))
             for o in ("sequential", "fused")]
     return write_sweep_dir(tmp_path / "layer", {"overlap": ["sequential", "fused"]}, rows)
+
+
+def assert_nonblank_png(png: bytes) -> None:
+    from matplotlib import image as mpimg
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = mpimg.imread(io.BytesIO(png), format="png")[..., :3]
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+    nonwhite = (pixels < 0.94).any(axis=-1).mean()
+    assert nonwhite > 0.02, f"only {nonwhite:.3%} of the pixels are not white"
+    assert float(pixels.std()) > 0.05
+
+
+@pytest.fixture
+def nonblank():
+    """``assert_nonblank_png``: PNG bytes, more than 100 x 100 pixels, 2% of them not white."""
+    return assert_nonblank_png
 
 
 #: where a headless Chromium may be: $SIMNODE_BROWSER, then these names on PATH, then a

@@ -1,12 +1,15 @@
-"""``simnode report``: the page for run and sweep folders (tables with units, ratios,
-hottest links, bottlenecks, embedded plots, nothing external), its user errors (one
-line, exit 2), and the page opened in headless Chromium (the ``browser`` fixture finds
-one, which the README's test command installs when run as root): no console errors, every
-plot decoded and non-blank.
+"""``simnode report``: the page for run and sweep folders, the answer first (a summary of
+plots and a line per run, then the tables folded by kernel, units in their headings, text
+said once), nothing external; its user errors (one line, exit 2); and the page opened in
+headless Chromium (the ``browser`` fixture finds one, which the README's test command
+installs when run as root): no console errors, every plot decoded and non-blank, the first
+plot above the first table and the summary plots on the first 1400 x 900 screen, and a test
+that this check fails a page in the other order.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from simnode.commands.report import published_records
 from simnode.report.html import render_html, write_report
 from simnode.report.folder import load_folder
 from simnode.report.result import from_record
@@ -35,7 +39,29 @@ def assert_self_contained(page: str) -> None:
 
 
 def headers(page: str) -> list[str]:
-    return re.findall(r"<th>(.*?)</th>", page)
+    """Every heading cell: column headings and row headings."""
+    return re.findall(r"<th(?: scope=\"row\")?>(.*?)</th>", page)
+
+
+def row_headings(page: str) -> list[str]:
+    return re.findall(r'<th scope="row">(.*?)</th>', page)
+
+
+def summary_of(page: str) -> str:
+    found = re.search(r'<section id="summary" class="summary">(.*?)</section>', page, re.S)
+    assert found, "the page has no summary section"
+    return found.group(1)
+
+
+def assert_answer_first(page: str, runs: int) -> None:
+    """The summary (plots, a line per run) comes before any table; every table is folded."""
+    assert page.index("<img") < page.index('id="summary"') + len(summary_of(page)) < page.index("<table")
+    assert "<table" not in summary_of(page)
+    assert summary_of(page).count("<li>") >= runs and summary_of(page).count("bottleneck ") >= runs
+    tables = [m.start() for m in re.finditer("<table", page)]
+    opened = [m.start() for m in re.finditer("<details>", page)]
+    closed = [m.start() for m in re.finditer("</details>", page)]
+    assert all(any(o < t < c for o, c in zip(opened, closed)) for t in tables), "a table outside <details>"
 
 
 def test_run_report_gemm(gemm_run_dir, cli):
@@ -45,18 +71,20 @@ def test_run_report_gemm(gemm_run_dir, cli):
     assert res.out.strip() == f"wrote {out}"
     page = out.read_text()
     assert_self_contained(page)
-    assert all(re.search(r"\(.+\)$", h) for h in headers(page)), headers(page)
-    assert "simulated / bound (ratio)" in headers(page) and "tflops (TFLOPS)" in headers(page)
-    assert "bottleneck busy (% of makespan)" in headers(page)
+    assert_answer_first(page, 1)
+    heads = row_headings(page)
+    assert "simulated / bound (ratio)" in heads and "tflops (TFLOPS)" in heads and "bottleneck busy (%)" in heads
     result = flat(json.loads((gemm_run_dir / "result.json").read_text()))
     assert f"{result['makespan_ns'] / result['roofline_ns']:,.3f}" in page
-    assert result["bottleneck"] in page
-    assert "aic (text)" in headers(page)                    # busiest pipe per core kind: a GEMM runs no AIV
-    assert "aiv (text)" not in headers(page)
+    assert result["bottleneck"] in summary_of(page)
+    assert f"tflops {result['tflops']:,.1f} TFLOPS" in summary_of(page)     # a run's line: its headline figures
+    assert "aic" in heads and "aiv" not in heads            # busiest pipe per core kind: a GEMM runs no AIV
     aic = result["busiest_pipe_by_unit"]["aic"].replace(">", "&gt;")
     assert f'<td class="text">{aic}</td>' in page
-    assert len(IMG_SRC.findall(page)) == 2                  # pipe bars and roofline position
-    assert "Configuration" in page
+    # summary: kernels against their bounds and the pipes' busy shares; then the roofline position
+    assert re.findall(r'<img alt="([^"]*)"', page) == ["kernels against their bounds", "gemm pipe_busy_frac",
+                                                        "roofline position"]
+    assert "<summary>Configuration" in page
 
 
 def test_run_report_deepep(deepep_run_dir, tmp_path, cli):
@@ -65,27 +93,40 @@ def test_run_report_deepep(deepep_run_dir, tmp_path, cli):
     assert res.code == 0, res.err
     page = target.read_text()
     assert_self_contained(page)
+    assert_answer_first(page, 1)
     result = flat(json.loads((deepep_run_dir / "result.json").read_text()))
     for kernel in ("dispatch", "combine"):
         assert f"{result[f'{kernel}_sim_over_bound']:,.3f}" in page
         assert f"{result[f'{kernel}_GBps']:,.1f}" in page
         for link in result[f"{kernel}_hottest_links"]:
             assert f">{link['link'].replace('>', '&gt;')}<" in page
-        assert f"{kernel}: hottest_links" in page
-    assert "util_frac (%)" in headers(page) and "GBps (GB/s)" in headers(page)
+        assert f"<summary>Kernel {kernel} " in page and f"<h4>{kernel}: hottest_links: " in page
+    assert "util_frac (%)" in headers(page) and "GBps (GB/s)" in row_headings(page)
     assert "tflops (TFLOPS)" not in headers(page)            # DeepEP computes no FLOPs: absent
-    assert all(re.search(r"\(.+\)$", h) for h in headers(page))
-    assert len(IMG_SRC.findall(page)) == 2                  # link and chip utilization heat maps
+    # the byte convention, a run-level text, is said once
+    assert page.count(html.escape(result["byte_convention"])) == 1
+    # kernels against their bounds, then per run (folded) link and chip utilization heat maps
+    assert re.findall(r'<img alt="([^"]*)"', page) == ["kernels against their bounds", "link_util deepep-normal",
+                                                        "chip_util deepep-normal"]
 
 
 def test_sweep_report(deepep_sweep_dir):
-    page = write_report(deepep_sweep_dir).read_text()
+    published = published_records()
+    page = write_report(deepep_sweep_dir, None, published).read_text()
     assert_self_contained(page)
-    assert "num_ranks (swept value)" in headers(page)
-    assert len(IMG_SRC.findall(page)) == 5                  # figures vs EP size + two heat maps per point
+    assert_answer_first(page, 2)
+    summary = summary_of(page)
+    assert "swept <b>num_ranks</b> = 8, 16" in page
+    assert 'class="summary-plot"><img alt="headline figures against num_ranks"' in summary
     for p in load_folder(deepep_sweep_dir).points:
-        assert p.result.bottleneck.replace(">", "&gt;") in page
-    assert render_html(load_folder(deepep_sweep_dir)) == page   # deterministic
+        assert f"<b>{p.label}</b>" in summary and p.result.bottleneck.replace(">", "&gt;") in summary
+    assert "Against the published figures" in summary and "dispatch_GBps</b> at num_ranks=8" in summary
+    # the sweep plot, its other panel (time / bound) and per point two heat maps
+    assert len(IMG_SRC.findall(page)) == 6
+    assert re.search(r"<th>num_ranks=8</th><th>num_ranks=16</th>", page)
+    byte_convention = html.escape(load_folder(deepep_sweep_dir).points[0].flat["byte_convention"])
+    assert page.count(byte_convention) == 1 and f'colspan="2">{byte_convention}' in page
+    assert render_html(load_folder(deepep_sweep_dir), published) == page   # deterministic
 
 
 def _error(res) -> str:
@@ -95,13 +136,15 @@ def _error(res) -> str:
 
 
 def test_layer_sweep_report(layer_sweep_dir):
-    """A MoE layer sweep gets the time breakdown per point and every point's rank strip."""
+    """A MoE layer sweep: the time split per run in the summary, beside its headline figures
+    against the swept field (a field of names: categories); every point's rank strip, folded."""
     page = write_report(layer_sweep_dir).read_text()
     assert_self_contained(page)
-    assert 'alt="MoE layer breakdown"' in page
+    assert_answer_first(page, 2)
+    summary = summary_of(page)
+    assert re.findall(r'<img alt="([^"]*)"', summary) == ["headline figures against overlap", "time split per run"]
+    assert "compute_ns, exposed_comm_ns, imbalance_wait_ns" in summary
     assert page.count('alt="per-rank breakdown') == 2
-    for p in load_folder(layer_sweep_dir).points:
-        assert p.result.details["straggler_reason"] in page
     assert render_html(load_folder(layer_sweep_dir)) == page
 
 
@@ -141,11 +184,20 @@ def test_output_in_a_missing_folder_is_an_error(gemm_run_dir, tmp_path, cli):
 
 # -- headless Chromium -------------------------------------------------------------------------
 
+#: the first screen a reader sees, in CSS pixels
+SCREEN = (1400, 900)
+
 #: appended to a copy of the page (the report itself has no scripts): after load, draw every
-#: image on a canvas and record its size and its share of non-white pixels in the DOM
+#: image on a canvas and record its size and its share of non-white pixels; measure, as the
+#: page opens (everything folded), where the summary plots are; then open every <details> and
+#: measure where the first plot and the first table are. All of it written into the DOM.
 _CHECKER = """<script>
 window.addEventListener("load", function () {
-  var out = [];
+  function box(el) {
+    var r = el.getBoundingClientRect();
+    return {top: r.top + window.scrollY, bottom: r.bottom + window.scrollY, left: r.left, right: r.right};
+  }
+  var out = {images: [], screen: [window.innerWidth, window.innerHeight]};
   document.querySelectorAll("img").forEach(function (img) {
     var n = 0, ink = 0;
     if (img.complete && img.naturalWidth > 0) {
@@ -155,9 +207,14 @@ window.addEventListener("load", function () {
       var d = ctx.getImageData(0, 0, c.width, c.height).data;
       for (var i = 0; i < d.length; i += 4) { n++; if (d[i] < 240 || d[i + 1] < 240 || d[i + 2] < 240) ink++; }
     }
-    out.push({alt: img.alt, width: img.naturalWidth, pixels: n, ink: ink});
+    out.images.push({alt: img.alt, width: img.naturalWidth, pixels: n, ink: ink});
   });
-  var pre = document.createElement("pre"); pre.id = "img-check"; pre.textContent = JSON.stringify(out);
+  out.summary_plots = Array.from(document.querySelectorAll("#summary img")).map(box);
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  var img = document.querySelector("img"), table = document.querySelector("table");
+  out.first_plot = img ? box(img) : null;
+  out.first_table = table ? box(table) : null;
+  var pre = document.createElement("pre"); pre.id = "page-check"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 });
 </script>"""
@@ -166,12 +223,43 @@ window.addEventListener("load", function () {
 def chromium(browser: str, page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", *extra, page.as_uri()]
+           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--hide-scrollbars",
+           f"--window-size={SCREEN[0]},{SCREEN[1]}", *extra, page.as_uri()]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
 
 
 def console_errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+def check_in_browser(browser: str, page: Path, tmp_path: Path) -> dict:
+    """Open a copy of ``page`` with ``_CHECKER`` in headless Chromium; its measurements."""
+    checked = tmp_path / f"{page.parent.name}-{page.stem}-checked.html"
+    checked.write_text(page.read_text().replace("</body>", _CHECKER + "</body>"))
+    dom = chromium(browser, checked, tmp_path / "profile", "--dump-dom")
+    assert console_errors(dom.stderr) == []
+    found = re.search(r'<pre id="page-check">(.*?)</pre>', dom.stdout, re.S)
+    assert found, "the page check did not run"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def order_problems(measured: dict) -> list[str]:
+    """What is wrong with the page's order: the first plot must be above the first table (all
+    groups open), and every summary plot must be on the first screen (all groups folded)."""
+    problems = []
+    width, height = SCREEN                       # the page is laid out at measured["screen"][0]
+    plot, table = measured["first_plot"], measured["first_table"]
+    if plot is None:
+        problems.append("the page has no plot")
+    elif table is not None and plot["bottom"] > table["top"]:
+        problems.append(f"the first plot (top {plot['top']:.0f} px) is not above the first table "
+                        f"(top {table['top']:.0f} px)")
+    if not measured["summary_plots"]:
+        problems.append("the page has no summary plot")
+    for box in measured["summary_plots"]:
+        if box["top"] < 0 or box["bottom"] > height or box["left"] < 0 or box["right"] > width:
+            problems.append(f"a summary plot ({box}) is not on the first {width} x {height} screen")
+    return problems
 
 
 def test_console_errors_are_detected(tmp_path, browser):
@@ -182,31 +270,34 @@ def test_console_errors_are_detected(tmp_path, browser):
     assert any("Uncaught ReferenceError" in line for line in lines)
 
 
-def test_report_in_headless_chromium(deepep_sweep_dir, gemm_run_dir, tmp_path, browser):
-    for folder in (deepep_sweep_dir, gemm_run_dir):
+def test_report_in_headless_chromium(deepep_sweep_dir, layer_sweep_dir, gemm_run_dir, tmp_path, browser):
+    """A sweep, a sweep with a time split and a run: every plot decodes and is not blank, the
+    first plot is above the first table, and the summary plots are on the first screen."""
+    for folder in (deepep_sweep_dir, layer_sweep_dir, gemm_run_dir):
         page = write_report(folder)
-        shown = chromium(browser, page, tmp_path / "profile", "--dump-dom")
-        assert console_errors(shown.stderr) == []
-        assert "<h1>simnode report" in shown.stdout
-
-        checked = tmp_path / f"{folder.name}-checked.html"
-        checked.write_text(page.read_text().replace("</body>", _CHECKER + "</body>"))
-        dom = chromium(browser, checked, tmp_path / "profile", "--dump-dom")
-        assert console_errors(dom.stderr) == []
-        found = re.search(r'<pre id="img-check">(.*?)</pre>', dom.stdout, re.S)
-        assert found, "the image check did not run"
-        images = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-        assert len(images) == len(IMG_SRC.findall(page.read_text())) >= 2
+        measured = check_in_browser(browser, page, tmp_path)          # no console errors either
+        assert measured["screen"][0] == SCREEN[0]            # laid out as on a 1400-pixel-wide screen
+        assert order_problems(measured) == [], folder.name
+        images = measured["images"]
+        assert len(images) == len(IMG_SRC.findall(page.read_text())) >= 3
         for img in images:
             assert img["width"] > 100, f"{img['alt']} did not decode"
             assert img["ink"] / img["pixels"] > 0.02, f"{img['alt']} is blank"
 
-    shot = tmp_path / "shot.png"
-    chromium(browser, write_report(deepep_sweep_dir), tmp_path / "profile", "--window-size=1000,1400",
-             f"--screenshot={shot}")
-    from matplotlib import image as mpimg
-    pixels = mpimg.imread(shot)[..., :3]
-    assert (pixels < 0.94).any(axis=-1).mean() > 0.02, "the rendered page is blank"
+
+def test_a_page_with_a_table_above_its_first_plot_fails_the_check(deepep_sweep_dir, tmp_path, browser):
+    """The check itself: the same page with its summary moved below the tables (the order
+    the report had before the summary led it) is caught, as is a table put above the plot."""
+    page = write_report(deepep_sweep_dir).read_text()
+    summary = re.search(r'<section id="summary".*?</section>', page, re.S).group(0)
+    late = tmp_path / "late.html"
+    late.write_text(page.replace(summary, "").replace("</body>", summary + "</body>"))
+    problems = order_problems(check_in_browser(browser, late, tmp_path))
+    assert any("is not above the first table" in p for p in problems)
+    assert any("is not on the first 1400 x 900 screen" in p for p in problems)
+    above = tmp_path / "above.html"
+    above.write_text(page.replace("<h1>", "<table><tr><td>a table first</td></tr></table><h1>", 1))
+    assert any("is not above the first table" in p for p in order_problems(check_in_browser(browser, above, tmp_path)))
 
 
 def test_readme_test_command_installs_chromium_as_root_only_and_is_what_ci_runs():
@@ -243,11 +334,11 @@ def test_report_of_real_out_folders(tmp_path, cli):
     assert cli("report", tmp_path / "ep").code == 0
     page = (tmp_path / "ep" / "report.html").read_text()
     assert_self_contained(page)
-    # bandwidth vs EP + per point a link heat map and a chip (HBM, URMA ceiling) heat map
-    assert len(IMG_SRC.findall(page)) == 5
+    # bandwidth vs EP, its other panel, and per point a link and a chip (HBM, URMA ceiling) heat map
+    assert len(IMG_SRC.findall(page)) == 6
     assert page.count('alt="chip_util num_ranks=') == 2 and page.count('alt="link_util num_ranks=') == 2
     res = cli("run", root / "topologies" / "ascend950dt.yaml", root / "workloads" / "gemm-bf16-4096x7168x16384.yaml",
               "--set", "m=256", "--set", "n=512", "--set", "k=1024", "--out", tmp_path / "gemm")
     assert res.code == 0, res.err
     assert cli("report", tmp_path / "gemm").code == 0
-    assert len(IMG_SRC.findall((tmp_path / "gemm" / "report.html").read_text())) == 2
+    assert len(IMG_SRC.findall((tmp_path / "gemm" / "report.html").read_text())) == 3

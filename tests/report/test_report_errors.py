@@ -171,13 +171,13 @@ def test_sweep_of_mixed_kinds_is_drawn(deepep_sweep_dir, gemm_result, cli):
 def test_what_the_checks_miss_names_the_point(deepep_sweep_dir, cli, error, monkeypatch):
     """A field combination the checks let through and the page cannot draw: a user error
     naming the point's result.json (not a traceback)."""
-    real = html._kernel_rows
+    real = html.kernel_group
 
-    def fragile(folder, headline):
-        if any(p.point.get("num_ranks") == 16 for p in folder.points):
+    def fragile(points, kernel):
+        if any(p.point.get("num_ranks") == 16 for p in points):
             raise TypeError("unsupported operand")
-        return real(folder, headline)
-    monkeypatch.setattr(html, "_kernel_rows", fragile)
+        return real(points, kernel)
+    monkeypatch.setattr(html, "kernel_group", fragile)
     error(cli("report", deepep_sweep_dir), str(deepep_sweep_dir / "points" / "001" / "result.json"),
           "'<TypeError: unsupported operand>'", "with the fields the report reads")
 

@@ -87,6 +87,6 @@ def test_sweeps_and_reports_draw_a_kind_by_its_records(tmp_path):
     page = write_report(tmp_path).read_text()
     assert load_folder(tmp_path).kind == "moe_layer"
     for kernel in ("dispatch", "gemm1", "swiglu", "gemm2", "combine"):
-        assert f"<h2>Kernel {kernel}</h2>" in page
+        assert f"<summary>Kernel {kernel} " in page
     assert "exposed_comm_ns" in page and 'alt="hbm_by_user num_ranks=8"' in page
     assert 'alt="headline figures against num_ranks"' in page
