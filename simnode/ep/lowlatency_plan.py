@@ -18,21 +18,37 @@ tiling; the same family as ops-transformer mc2/moe_distribute_dispatch_v2; facts
   back into the source's window slot token * K + k, with a 32-B status per row; the source
   splits its tokens over its AIVs and sums each token's k rows with their weights.
 
-The window of one rank holds two halves (successive calls alternate, so no clearing
-barrier is needed); each half is the combine region (max tokens x K slots of the BF16 row)
-then the dispatch region (R x local experts x max tokens slots). ``window_sizes`` gives
-the bytes; ``check_limits`` refuses what the published API refuses (``Limits``).
+The window of one rank holds two halves, and so does its state window: successive calls
+alternate (the kernel toggles its half bit per call), so no clearing barrier is needed. A
+plan is one call (``call``: its index; ``half``: which half it uses; ``next_call()``: the
+plan of the call after it). Each data half is the combine region (max tokens x K slots of
+the BF16 row) then the dispatch region (R x local experts x max tokens slots);
+``LLShape.window()`` gives the bytes; ``check_limits`` refuses what the published API
+refuses (``Limits``).
+
+Outputs (``layout``): the packed 2-D rows the Ascend kernel returns, with per-expert counts,
+or DeepEP CUDA's masked 3-D layout (every local expert a block of max tokens x R rows);
+``LowLatencyPlan.output(layout)`` says what the grouped GEMM downstream gets from either.
+
+The plan is an EP family plan (``simnode.ep.phase.TrafficPlan``): ``pair`` [src, dst] rows,
+``wire_row_bytes`` (a record, a BF16 row) and ``counted_row_bytes`` (the byte convention of
+the published test, sgl-kernel-npu tests/python/deepep/test_low_latency.py: hidden +
+hidden / 128 x 4 + 16 B per 8-bit selection, 2 x hidden per BF16 row).
 
 Main names: ``LLShape``, ``Limits`` (``API_LIMITS``, ``A3_OP_LIMITS``), ``check_limits``,
-``build_plan`` -> ``LowLatencyPlan``, ``split``, ``WindowSizes``.
+``build_plan`` -> ``LowLatencyPlan``, ``WindowSizes``, ``LAYOUTS``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
+from simnode.ep.aiv import split
+from simnode.ep.phase import TrafficPlan
 from simnode.errors import ConfigError
 
 #: window slots start on 512-B boundaries (kernel WIN_ADDR_ALIGN)
@@ -47,8 +63,11 @@ TRIPLE_BYTES = 12
 MX_BLOCK = 32
 #: the state window of one rank (kernel STATE_SIZE: two halves of 500 KiB and check words)
 STATE_WINDOW_BYTES = 1024 * 1024
+STATE_HALF_BYTES = 500 * 1024
 #: dispatch record formats: bytes per element of the row
 DISPATCH_DTYPES = ("int8", "mxfp8", "mxfp4", "bf16")
+#: output layouts: Ascend's packed 2-D rows, DeepEP CUDA's masked 3-D blocks
+LAYOUTS = ("packed", "masked")
 
 
 def _align(n: int, a: int) -> int:
@@ -86,12 +105,6 @@ def combine_row_bytes(hidden: int) -> int:
 def combine_slot_bytes(hidden: int) -> int:
     """Distance between two combine slots (512-B aligned BF16 row)."""
     return _align(combine_row_bytes(hidden), SLOT_ALIGN)
-
-
-def split(total: int, parts: int) -> np.ndarray:
-    """``total`` items over ``parts`` as the kernels split them (SplitToCore, SplitCoreCal):
-    equal shares, the remainder one each to the first parts; ``int64 [parts]``."""
-    return np.full(parts, total // parts, dtype=np.int64) + (np.arange(parts) < total % parts)
 
 
 def _starts(counts: np.ndarray) -> np.ndarray:
@@ -229,6 +242,17 @@ def check_limits(shape: LLShape, limits: Limits, hbm_capacity_bytes: float | Non
 
 
 @dataclass(frozen=True)
+class Output:
+    """Dispatch's output tensor in one layout (every rank allocates the same)."""
+    layout: str                     #: "packed" or "masked"
+    shape: tuple                    #: the tensor's shape: (rows, hidden) or (experts, rows, hidden)
+    allocated_rows: int             #: rows the tensor holds per rank
+    valid_rows: np.ndarray          #: [R] rows holding received tokens
+    max_rows_per_expert: int        #: the most rows one local expert received (any rank)
+    gemm_input: str                 #: what the grouped GEMM downstream is given
+
+
+@dataclass(frozen=True)
 class Writes:
     """One write per row, flat over all senders (``int64`` arrays of one length)."""
     src: np.ndarray        #: the rank that writes
@@ -257,12 +281,53 @@ class Writes:
 
 
 @dataclass(frozen=True)
-class LowLatencyPlan:
+class LowLatencyPlan(TrafficPlan):
     """Dispatch and combine of one call on every rank; see the module docstring."""
     shape: LLShape
     topk: np.ndarray = field(repr=False)       #: int [R, tokens, K] expert ids (-1: none)
     dispatch: Writes = field(repr=False)       #: one per valid (token, k) pair
     counts: np.ndarray = field(repr=False)     #: int [src, expert] pairs src sends to expert
+    call: int = 0                              #: which call of a sequence this is (0, 1, ...)
+
+    # -- the EP family's plan ---------------------------------------------------------------
+    @property
+    def num_aiv(self) -> int:
+        return self.shape.num_aiv
+
+    @cached_property
+    def pair(self) -> np.ndarray:
+        """``int64 [src, dst]`` rows src writes into dst's window (its own on the diagonal)."""
+        return self.pair_rows()
+
+    def wire_row_bytes(self, kind: str) -> float:
+        """Payload bytes of one write: a dispatch record, or a combine BF16 row."""
+        return float(self.shape.record_bytes if kind == "dispatch" else self.shape.combine_row_bytes)
+
+    def counted_row_bytes(self, kind: str) -> int:
+        """The published test's bytes per selection: an 8-bit row with its per-128 scales and
+        16 B of metadata, or a BF16 row (test_low_latency.py num_fp8_bytes / num_bf16_bytes)."""
+        h = self.shape.hidden
+        if kind == "dispatch" and self.shape.dispatch_dtype != "bf16":
+            return h + h // 128 * 4 + 16
+        return 2 * h
+
+    # -- the double-buffered window ------------------------------------------------------------
+    @property
+    def half(self) -> int:
+        """The window half (data and state) this call uses: successive calls alternate."""
+        return self.call % 2
+
+    def next_call(self) -> "LowLatencyPlan":
+        """The same routing's plan for the call after this one (the other half)."""
+        return dataclasses.replace(self, call=self.call + 1)
+
+    def window_offsets(self, writes: Writes) -> np.ndarray:
+        """Byte offsets of ``writes`` in the destination's whole data window (this call's half)."""
+        return self.half * self.shape.window().half + writes.offset
+
+    def state_base(self) -> int:
+        """Byte offset of this call's half of the state window."""
+        return self.half * STATE_HALF_BYTES
 
     # -- dispatch -------------------------------------------------------------------------
     def status_counts(self, dst: int) -> np.ndarray:
@@ -341,6 +406,24 @@ class LowLatencyPlan:
         le = self.dispatch.expert[sel] % self.shape.experts_per_rank
         pos = np.arange(len(sel)) - _starts(self.expert_token_nums()[dst])[le]
         return np.stack([le, pos], axis=1)
+
+    def output(self, layout: str) -> "Output":
+        """What dispatch hands the grouped GEMM in ``layout`` ("packed" or "masked")."""
+        s = self.shape
+        nums = self.expert_token_nums()
+        recv = nums.sum(axis=1)
+        if layout == "packed":
+            rows = s.packed_capacity_rows
+            return Output(layout, (rows, s.hidden), rows, recv, int(nums.max(initial=0)),
+                          "grouped GEMM over the packed rows, group_list = rows per local expert "
+                          "(expertTokenNums); only the received rows are computed")
+        if layout == "masked":
+            m = s.masked_rows_per_expert
+            return Output(layout, (s.experts_per_rank, m, s.hidden), s.experts_per_rank * m, recv,
+                          int(nums.max(initial=0)),
+                          f"masked grouped GEMM over [local experts, {m}, hidden] with masked_m = "
+                          f"rows per local expert; each expert's block holds max tokens x ranks rows")
+        raise ValueError(f"layout {layout!r}: expected one of {LAYOUTS}")
 
     # -- combine ----------------------------------------------------------------------------
     def combine_writes(self) -> Writes:
