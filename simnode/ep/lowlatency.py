@@ -42,10 +42,11 @@ How the writes meet on the links is ``simnode.ep.lowlatency_send``'s, in two for
 ``LowLatencySim(topology, plan, costs, ...)`` runs one kernel on every rank
 (``run("dispatch")`` / ``run("combine")``, a ``simnode.ep.phase.PhaseRun``) or, given a
 ``simnode.ep.deepep.Fabric``, posts on that shared clock (``dispatch_rank`` /
-``combine_rank``, as a MoE layer drives the normal kernels). Per rank it keeps the step
-breakdown (``steps``, [R, len(STEPS)] ns: launch, quantize, write, status, wait, copy,
-reduce; they add up to the rank's kernel time) and marks its phases for the trace, the
-flag waits among them.
+``combine_rank``, as a MoE layer drives the normal kernels). Each rank's kernel time is
+marked as consecutive phases (``PHASES``; the trace draws them, the flag waits among them),
+each one of the breakdown's steps (``STEPS``: launch, quantize, write, status, wait, copy,
+reduce); ``steps_of(phases)`` adds them up per step. Dispatch's send is its slowest AIV's:
+the time it waited for rows to be prepared (quantize, drawn first), then its writes.
 """
 
 from __future__ import annotations
@@ -64,8 +65,25 @@ from simnode.ep.lowlatency_plan import LAYOUTS, STATUS_BYTES, TRIPLE_BYTES, LowL
 from simnode.ep.lowlatency_send import FORMS, SendForms
 
 TRANSPORTS = ("memory", "urma")
-#: the steps of a rank's kernel time, in the order they happen (they add up to it)
+#: the steps a rank's kernel time is made of (they add up to it)
 STEPS = ("launch", "quantize", "write", "status", "wait", "copy", "reduce")
+#: each kernel's phases, in order, and the step each belongs to
+PHASES = {
+    "dispatch": (("launch", "launch"), ("quantize", "quantize"), ("write", "write"),
+                 ("status", "status"), ("wait for status flags", "wait"), ("copy out", "copy")),
+    "combine": (("launch", "launch"), ("write back", "write"), ("row statuses", "status"),
+                ("wait for rows", "wait"), ("weighted sum", "reduce")),
+}
+
+
+def steps_of(phases: dict, kind: str) -> dict:
+    """ns of each of ``STEPS`` in one rank's ``phases`` (``RankTimes.phases``) of ``kind``."""
+    out = dict.fromkeys(STEPS, 0.0)
+    for name, step in PHASES[kind]:
+        if name in phases:
+            a, b = phases[name]
+            out[step] += b - a
+    return out
 
 MAX_TOKENS_PER_RANK = Param.flat(
     "max_tokens_per_rank", "int", 0, "tokens per source the window holds "
@@ -140,7 +158,6 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
             src, dst = np.repeat(np.arange(R), R), np.tile(np.arange(R), R)
             self.one_way_ns = net.latency_ns(src, dst).reshape(R, R)
             self.pools = {}
-        self.steps = np.zeros((R, len(STEPS)))   #: per rank: ns of each of ``STEPS``
         self._status_time = np.zeros(R)
 
     def chip_groups(self) -> list:
@@ -282,14 +299,11 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
                                        cap=self._copy_hbm[r] / copy)
         yield env.timeout(max(sync2 + copy - env.now, 0.0) + self._tail)
         end = env.now
-        quantize = float(exposed[slow])
-        t.mark("launch", t.start_ns, t0)
-        t.mark("quantize + write", t0, send_end)
-        t.mark("status", send_end, flags_from)
-        t.mark("wait for status flags", flags_from, sync2)
-        t.mark("copy out", sync2, end)
-        self.steps[r] = (t0 - t.start_ns, quantize, send_end - t0 - quantize, flags_from - send_end,
-                         sync2 - flags_from, end - sync2, 0.0)
+        quantized = t0 + float(exposed[slow])
+        for name, a, b in (("launch", t.start_ns, t0), ("quantize", t0, quantized),
+                           ("write", quantized, send_end), ("status", send_end, flags_from),
+                           ("wait for status flags", flags_from, sync2), ("copy out", sync2, end)):
+            t.mark(name, a, b)
         yield from self.kernel_end("dispatch", r, t)
 
     # -- combine ---------------------------------------------------------------------------------
@@ -358,14 +372,14 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
         written = float(own_end[b])
         waited = max(end - written - work, 0.0)
         self.barrier_wait_ns[r] += waited
-        t.mark("launch", t.start_ns, t0)
-        t.mark("write back", t0, written)
-        t.mark("wait for rows", written, written + waited)
-        t.mark("weighted sum", written + waited, end)
+        # the critical AIV's row statuses: after each row (memory) or after all (URMA)
         status = float(self._rows_per_chain[r * A + b] * self.st.status_issue_ns(1)) \
             if self.transport == "memory" else float(self._urma_status(r)[b])
-        self.steps[r] = (t0 - t.start_ns, 0.0, written - t0 - status, status, waited, 0.0,
-                         end - written - waited)
+        for name, a, b_ in (("launch", t.start_ns, t0), ("write back", t0, written - status),
+                            ("row statuses", written - status, written),
+                            ("wait for rows", written, written + waited),
+                            ("weighted sum", written + waited, end)):
+            t.mark(name, a, b_)
         yield from self.kernel_end("combine", r, t)
 
     def _aiv_combine(self, r: int, a: int, t0: float, own_end: np.ndarray, end_b: np.ndarray):

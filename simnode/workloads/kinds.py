@@ -7,6 +7,8 @@ BUILTIN = {
     "topk": "simnode.workloads.topk",
     "deepep": "simnode.workloads.deepep",
     "deepep_hccs": "simnode.workloads.deepep_hccs",
+    "deepep_ll": "simnode.workloads.deepep_ll",
+    "deepep_ll_hccs": "simnode.workloads.deepep_ll_hccs",
     "transport": "simnode.workloads.transport",
     "tile": "simnode.workloads.tile",
     "grouped_gemm": "simnode.workloads.grouped_gemm",
