@@ -139,7 +139,9 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
         if self.transport == "urma":
             self.use_fabric(build_fabric(self.topo, self.plan.num_aiv, self.batch_window_ns))
             return
-        env, net = new_network(self.spec, self.batch_window_ns)
+        # the chains form's flows record the load in one or two solves: no compiled engine
+        env, net = new_network(self.spec, self.batch_window_ns,
+                               compiled=False if self.form == "chains" else None)
         R = self.spec.num_ranks
         far = float(net.latency_ns(np.zeros(R, np.int64), np.arange(R)).max()) if R > 1 else 0.0
         self._attach(env, net, rank_hbm(net, self.chip), None, far)
@@ -270,7 +272,7 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
         yield from self.kernel_start("dispatch", r, t)
         yield env.timeout(self._k.prologue_ns)
         t0 = env.now
-        ends, exposed, _ = yield from self.send(r, "dispatch")
+        ends, exposed = yield from self.send(r, "dispatch")
         slow = int(np.argmax(ends))
         send_end = float(ends[slow])
         sync1 = float((ends + self._count).max()) + c.sync_all_ns
@@ -322,7 +324,10 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
         valid = (p.topk >= 0).sum(axis=2)                      # [R, T] rows per token
         self._tok_split = split(T, A)
         self._tok_first = np.concatenate([[0], np.cumsum(self._tok_split)[:-1]]).astype(np.int64)
-        self._n_owners = (p.pair > 0).sum(axis=1)              # [s] owners holding s's rows
+        # each source's rows are final once every owner holding some has posted them
+        self._sources = [np.flatnonzero(p.pair[:, d]) for d in range(R)]   # [d] sources it serves
+        self._owners_left = (p.pair > 0).sum(axis=1)
+        self._all_owners = [self.env.event() for _ in range(R)]
         per = {int(k): st.mte3_ns(4) + st.reduce_token_ns(int(k)) for k in np.unique(valid)}
         self._per_token = np.vectorize(per.get, otypes=[float])(valid)          # [R, T]
         self._poll_k = st.poll_ns(s.top_k)
@@ -340,17 +345,16 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
         if self.form == "chains":
             mine = self._of_rank[r]
             aiv = self._writes.aiv[mine]
-            ends, _, stretch = yield from self.send(r, "combine")
+            ends, _ = yield from self.send(r, "combine")
             status = self._urma_status(r)
             if self.transport == "urma":          # the rows' statuses after the completions
                 land = ends[aiv] + status[aiv]
             else:
-                land = t0 + stretch * self._rel_done[mine]
+                land = t0 + self._rel_done[mine]
             self._land[mine] = land + self._land_lat_rows[mine]
-            for s in np.unique(self._writes.dst[mine]):
-                self.arrive(f"{self.tag}.combine.rows.{s}", self._n_owners[s])
+            self._posted(self._sources[r])
             own_end = ends + status
-            yield self.arrive(f"{self.tag}.combine.rows.{r}", self._n_owners[r])
+            yield self._all_owners[r]
             tok_land = np.full(self.plan.shape.tokens_per_rank, -np.inf)
             rows = self._to_rank[r]
             np.maximum.at(tok_land, self._writes.token[rows], self._land[rows])
@@ -402,6 +406,13 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
             now = max(now, land + 0.5 * self._poll_k) + self._poll_k + self._per_token[r, tok]
             yield env.timeout(max(now - env.now, 0.0))
         end_b[a] = now
+
+    def _posted(self, sources: np.ndarray) -> None:
+        """An owner has posted its rows' landings for ``sources``: those it completes go on."""
+        left = self._owners_left
+        left[sources] -= 1
+        for s in sources[left[sources] == 0]:
+            self._all_owners[int(s)].succeed()
 
     def _landed(self, i: int, done: float) -> None:
         """Per-write form: row i's status, issued at ``done``, lands at its source."""

@@ -18,7 +18,7 @@ for a write (``exposed_stage``). ``dense(writes, R, A)`` lays a plan's writes ou
 [R x A, J] arrays.
 
 Writes that stream at once share the links they cross: ``shared_chains`` runs the same
-chains with each write's stream on its two edge links (``simnode.ep.lowlatency_links``).
+chains with each write's stream on its path's links (``simnode.ep.lowlatency_links``).
 
 ``reduce_ends(start, token_land, ...)``: a source AIV's weighted sums, token by token: each
 waits for its rows' last landing, found by polling (half a round on average, then one
@@ -66,14 +66,15 @@ def walk(stage: np.ndarray, stream: np.ndarray, wait: np.ndarray, start=None) ->
 
 
 def shared_chains(chain: np.ndarray, step: np.ndarray, num_chains: int, start, stage, base, size,
-                  cap, wait, la, lb, link_cap, compiled=None) -> Chains:
-    """``simnode.ep.lowlatency_links.link_walk`` for writes given with their chain and step:
-    the ``Chains`` ``walk`` would give, with each write's stream shared on its links."""
+                  rate, wait, links, link_cap, compiled=None) -> Chains:
+    """``simnode.ep.lowlatency_links.link_walk`` for writes given with their chain and step
+    (any order; ``links`` [W, K] the link ids of each one's path): the ``Chains`` ``walk``
+    would give, with each write's stream sharing its path's links."""
     order = np.lexsort((step, chain))
     per_write = [np.broadcast_to(np.asarray(a, dtype=float), chain.shape)[order]
-                 for a in (stage, base, size, cap, wait)]
-    issue_o, served_o, done_o = link_walk(chain[order], start, *per_write, np.asarray(la)[order],
-                                          np.asarray(lb)[order], link_cap, compiled)
+                 for a in (stage, base, size, rate, wait)]
+    issue_o, served_o, done_o = link_walk(chain[order], start, *per_write,
+                                          np.asarray(links)[order], link_cap, compiled)
     issue_w, served_w, done_w = (np.empty(len(order)) for _ in range(3))
     issue_w[order], served_w[order], done_w[order] = issue_o, served_o, done_o
     J = int(step.max()) + 1 if step.size else 0

@@ -1,12 +1,15 @@
 """Writes of many in-order chains sharing the links they cross: a fluid event loop.
 
-Each write of a low-latency kernel streams its bytes out of the writing die and into the
-receiving die: over the writer's links out and the receiver's links in. Those two links
-are where writes meet (a rank's AIVs all write at once; every source writes to every
-receiver). Here each link serves its streaming writes as a processor-sharing queue: every
-write on link l advances at f_l = min(its own rate, capacity_l / the writes on l), and a
-write's stream is over once both of its links have carried its bytes (each link keeps
-its own account of the write: it leaves a link as soon as that link is done with it).
+Each write of a low-latency kernel streams its bytes over its path: out of the writing die,
+through the switches, into the receiving die; writes meet on every link of it (a rank's
+AIVs all write at once; every source writes to every receiver). Here each link serves its
+streaming writes as a processor-sharing queue: every write on link l advances at f_l =
+min(its own rate, capacity_l / the writes on l), and a write's stream is over once every
+link of its path has carried its bytes (each link keeps its own account of the write: it
+leaves a link as soon as that link is done with it). Against max-min sharing of the same
+writes (a flow each) this is work-conserving per link but not across links: a write held
+back elsewhere still takes a link's equal share while that link serves it, so it errs
+slow where one end of a path is much busier than the other (tests/ep measure it).
 The writes of one kernel have one size and one rate, so on a link they finish in the order
 they joined: a link is a FIFO with one virtual clock (bytes served per write since the
 start), and a start or an end costs O(log links), whatever the number of writes streaming.
@@ -20,8 +23,6 @@ problems, compiled for large ones, with the same results.
 """
 
 from __future__ import annotations
-
-import heapq
 
 import numpy as np
 
@@ -72,6 +73,43 @@ def _rekey(heap, key, pos, link, value, size):
         _sift_down(heap, key, pos, pos[link], size)
 
 
+def _push(hk, hid, size, key, item):
+    """Push (key, item) on the plain binary heap ``hk`` / ``hid`` of ``size`` entries."""
+    k = size
+    while k > 0:
+        parent = (k - 1) // 2
+        if hk[parent] <= key:
+            break
+        hk[k] = hk[parent]
+        hid[k] = hid[parent]
+        k = parent
+    hk[k] = key
+    hid[k] = item
+    return size + 1
+
+
+def _pop(hk, hid, size):
+    """Remove the top of the plain binary heap; returns the new size."""
+    size -= 1
+    key, item = hk[size], hid[size]
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= size:
+            break
+        if child + 1 < size and hk[child + 1] < hk[child]:
+            child += 1
+        if hk[child] >= key:
+            break
+        hk[k] = hk[child]
+        hid[k] = hid[child]
+        k = child
+    if size > 0:
+        hk[k] = key
+        hid[k] = item
+    return size
+
+
 def _advance(link, t, V, tl, f):
     V[link] += f[link] * (t - tl[link])
     tl[link] = t
@@ -84,9 +122,10 @@ def _next_end(link, t, V, f, n, head, fifo, tag):
     return t + (tag[fifo[head[link]]] - V[link]) / f[link]
 
 
-def _loop(chain, start_of, stage, base, size, rate, wait, la, lb, cap, moff, issue, served, done):
+def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issue, served, done):
     """The event loop (see the module docstring); writes sorted by chain, then step."""
     W = size.shape[0]
+    K = links.shape[1]
     L = cap.shape[0]
     V = np.zeros(L)
     tl = np.zeros(L)
@@ -94,51 +133,53 @@ def _loop(chain, start_of, stage, base, size, rate, wait, la, lb, cap, moff, iss
     n = np.zeros(L, np.int64)
     head = moff[:L].copy()
     tail = moff[:L].copy()
-    fifo = np.zeros(max(moff[L], 1), np.int64)     # 2 i + side of the writes, in join order
+    fifo = np.zeros(max(moff[L], 1), np.int64)     # K i + side of the writes, in join order
     lrate = np.zeros(L)                            # the rate of the writes on each link
-    tag = np.zeros(2 * W)                          # where each write ends on its two links
+    tag = np.zeros(K * W)                          # where each write ends on each of its links
     parts = np.zeros(W, np.int64)
     key = np.full(L, _INF)
     heap = np.arange(L)
     pos = np.arange(L)
-    starts = [(0.0, 0)]
-    starts.pop()
+    sk = np.zeros(2 * W + 1)                       # pending starts (i) and local ends (W + i)
+    sid = np.zeros(2 * W + 1, np.int64)
+    ns = 0
     for i in range(W):
         if i == 0 or chain[i] != chain[i - 1]:
             issue[i] = start_of[chain[i]] + stage[i]
-            heapq.heappush(starts, (issue[i] + base[i], i))
+            ns = _push(sk, sid, ns, issue[i] + base[i], i)
     while True:
-        t_start = starts[0][0] if len(starts) > 0 else _INF
+        t_start = sk[0] if ns > 0 else _INF
         t_link = key[heap[0]] if L > 0 else _INF
         if t_start == _INF and t_link == _INF:
             break
         finished = -1
         if t_start <= t_link:
-            t, i = heapq.heappop(starts)
+            t, i = t_start, sid[0]
+            ns = _pop(sk, sid, ns)
             if i >= W:                             # a local write's end
                 finished = i - W
             else:
-                links = 0
-                for side in range(2):
-                    link = la[i] if side == 0 else lb[i]
+                used = 0
+                for side in range(K):
+                    link = links[i, side]
                     if link >= 0:
-                        links += 1
+                        used += 1
                         _advance(link, t, V, tl, f)
-                        tag[2 * i + side] = V[link] + size[i]
-                        fifo[tail[link]] = 2 * i + side
+                        tag[K * i + side] = V[link] + size[i]
+                        fifo[tail[link]] = K * i + side
                         tail[link] += 1
                         n[link] += 1
                         lrate[link] = rate[i]
                         f[link] = min(lrate[link], cap[link] / n[link])
                         _rekey(heap, key, pos, link, _next_end(link, t, V, f, n, head, fifo, tag), L)
-                parts[i] = links
-                if links == 0:                     # a local write: its own rate alone
-                    heapq.heappush(starts, (t + size[i] / rate[i], W + i))
+                parts[i] = used
+                if used == 0:                      # a local write: its own rate alone
+                    ns = _push(sk, sid, ns, t + size[i] / rate[i], W + i)
         else:
             link = heap[0]
             t = t_link
             _advance(link, t, V, tl, f)
-            i = fifo[head[link]] // 2
+            i = fifo[head[link]] // K
             head[link] += 1
             n[link] -= 1
             f[link] = min(lrate[link], cap[link] / n[link]) if n[link] > 0 else 0.0
@@ -153,31 +194,32 @@ def _loop(chain, start_of, stage, base, size, rate, wait, la, lb, cap, moff, iss
             nxt = i + 1
             if nxt < W and chain[nxt] == chain[i]:
                 issue[nxt] = max(issue[i] + stage[nxt], done[i])
-                heapq.heappush(starts, (issue[nxt] + base[nxt], nxt))
+                ns = _push(sk, sid, ns, issue[nxt] + base[nxt], nxt)
     return 0
 
 
-def link_walk(chain, start_of, stage, base, size, rate, wait, la, lb, cap, compiled=None):
+def link_walk(chain, start_of, stage, base, size, rate, wait, links, cap, compiled=None):
     """(issue, served, done) [W] of writes sorted by ``chain`` (then step): each starts
-    ``base`` ns after it is issued and streams ``size`` bytes at ``rate`` alone, sharing its
-    links ``la`` / ``lb`` (ids into ``cap``, -1: none) with the writes on them; the writes
-    on one link must share one size and one rate. ``start_of[c]``: when chain c may begin.
-    ``compiled``: None = from ``COMPILED_FROM_WRITES`` writes on."""
+    ``base`` ns after it is issued and streams ``size`` bytes at ``rate`` alone, sharing the
+    links of its row of ``links`` [W, K] (ids into ``cap``, -1: none) with the writes on
+    them; the writes on one link must share one size and one rate. ``start_of[c]``: when
+    chain c may begin. ``compiled``: None = from ``COMPILED_FROM_WRITES`` writes on."""
+    links = np.asarray(links, np.int64).reshape(size.shape[0], -1)
     W = size.shape[0]
     L = cap.shape[0]
-    per = np.bincount(la[la >= 0], minlength=L) + np.bincount(lb[lb >= 0], minlength=L)
+    used = links[links >= 0]
+    per = np.bincount(used, minlength=L)
     moff = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
     issue, served, done = np.zeros(W), np.zeros(W), np.zeros(W)
     fn = _loop
     if compiled is None:
         compiled = W >= COMPILED_FROM_WRITES
     if compiled:
-        fns = compile_functions((_sift_up, _sift_down, _rekey, _advance, _next_end, _loop),
-                                {"np": np, "_INF": _INF})
+        fns = compile_functions((_sift_up, _sift_down, _rekey, _push, _pop, _advance, _next_end,
+                                 _loop), {"np": np, "_INF": _INF})
         if fns is not None:
             fn = fns["_loop"]
     fn(np.asarray(chain, np.int64), np.asarray(start_of, float), np.asarray(stage, float),
        np.asarray(base, float), np.asarray(size, float), np.asarray(rate, float),
-       np.asarray(wait, float), np.asarray(la, np.int64), np.asarray(lb, np.int64),
-       np.asarray(cap, float), moff, issue, served, done)
+       np.asarray(wait, float), links, np.asarray(cap, float), moff, issue, served, done)
     return issue, served, done

@@ -10,46 +10,56 @@ exposed preparation time and the rank's stretch). Every AIV walks its writes in 
   one work request through the rank's engine, the AIV's Jetty taking them in order). The
   flows share every resource max-min fairly. Exact, ~1000 R flows: small EP sizes only.
 - ``chains``: every chain at once, ahead of the clock, each remote write's stream sharing
-  its two edge links with the others (``simnode.ep.lowlatency_links``: the writing die's
-  links out, the receiving die's links in); then one flow per (rank, peer) carrying the
-  pair's bytes over the span of the rank's writes (capped so that, alone, it ends with
-  them): the links' and HBMs' load for the result and the trace, and the stretch of a rank
-  whose flows find a resource (a spine, an HBM) that its chains did not model too slow to
-  carry them in time. Over URMA the chains are the AIVs' postings and the flows carry the
-  engine's work (``simnode.network.urma``): the writes are complete once the flows have
-  landed and been acknowledged. tests/ep hold the two forms together at small EP sizes.
+  every link of its path with the others (``simnode.ep.lowlatency_links``); then, for the
+  result and the trace, one flow per rank that puts its writes' bytes on those links and
+  on the receivers' HBMs (each in its share) over the span of all ranks' writes: the
+  record of the load, which no write waits for (an HBM takes far more than these writes
+  bring). Over URMA the chains are the AIVs' postings and one message train per (rank,
+  peer) carries the engine's work (``simnode.network.urma``); the writes are complete once
+  the trains have landed and been acknowledged. tests/ep hold the two forms together at
+  small EP sizes.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from simnode.ep.lowlatency_chains import shared_chains, walk
 
 FORMS = ("chains", "per_write")
-#: relative slack below which a rank's flows count as keeping up with its chains
-STRETCH_TOL = 1e-6
+
+
+@dataclass
+class _Arrows:
+    """Messages for the trace only: (src, dst) arrays, their start and arrival times."""
+    tag: tuple
+    start_ns: float
+    arrival_ns: np.ndarray
 
 
 class SendForms:
     """Mixin of ``LowLatencySim``: the writes of a rank (see the module docstring)."""
 
     def send(self, r: int, kind: str):
+        """Rank r's writes of ``kind`` from now: ([A] when each AIV's are complete, [A] the
+        time each waited for rows to be prepared)."""
         return (yield from (self._send_chains(r, kind) if self.form == "chains"
                             else self._send_per_write(r)))
 
     # -- chains --------------------------------------------------------------------------------
     def prepare_chains(self) -> None:
-        """Every chain's times relative to its rank's start, and its flows' caps."""
+        """Every chain's times relative to its rank's start, and its rank's load."""
         k, w, R, A = self._k, self._writes, self.spec.num_ranks, self.plan.num_aiv
         remote = w.remote
         if self.transport == "memory":
             rates = self.st.rates
             size = np.where(remote, float(self.net.wire_bytes(self._nbytes)), self._nbytes)
-            (la, cap), (lb, _) = self._edge_links(w.src, w.dst)
+            links, cap = self._path_links(w.src, w.dst)
             ch = shared_chains(k.chain, k.step, R * A, k.start, k.stage[k.chain, k.step],
                                rates.mte3_base_ns, size, rates.mte3_GBps * size / self._nbytes,
-                               k.wait[k.chain, k.step], la, lb, cap)
+                               k.wait[k.chain, k.step], links, cap)
         else:
             ch = walk(k.stage, k.stream, k.wait, k.start)
         served = ch.served[k.chain, k.step]
@@ -59,56 +69,99 @@ class SendForms:
         last = np.zeros(R)
         np.maximum.at(last, w.src[remote], served[remote])
         self._span = np.maximum(last, 1e-9)                     # [R] its last remote byte leaves
-        self._rel_tail = np.maximum(self._rel_end.max(axis=1) - last, 0.0)
+        if self.transport == "memory":
+            self._rank_flows(w)
+
+    def _rank_flows(self, w) -> None:
+        """Per rank: the resources its remote writes cross and its share of them (one flow
+        per rank records the load)."""
+        R = self.spec.num_ranks
+        pair = np.zeros((R, R))
+        np.add.at(pair, (w.src[w.remote], w.dst[w.remote]), 1.0)
+        src, dst = np.nonzero(pair)
+        payload = pair[src, dst] * self._nbytes
+        wire = self.net.wire_bytes(payload)
+        rows, lat = self.net.routes.route(src, dst)
+        res = np.where(rows >= 0, self.net.ports[np.maximum(rows, 0)], -1)
+        res = np.concatenate([res, self.r_hbm[dst][:, None]], axis=1)
+        units = np.concatenate([np.where(rows >= 0, wire[:, None], 0.0), payload[:, None]], axis=1)
+        # per rank: the unique resources of its pairs and the bytes on each, in one pass
+        n_res = len(self.net.share.names) + 1
+        key = (src[:, None] * n_res + (res + 1)).ravel()
+        keys, at = np.unique(key, return_inverse=True)
+        per = np.bincount(at, weights=units.ravel())
+        rank_of, res_of = keys // n_res, keys % n_res - 1
+        keep = res_of >= 0
+        rank_of, res_of, per = rank_of[keep], res_of[keep], per[keep]
+        bounds = np.searchsorted(rank_of, np.arange(R + 1))
+        total = np.bincount(src, weights=wire, minlength=R)
+        far = np.zeros(R)
+        np.maximum.at(far, src, lat)
+        sent = np.bincount(src, weights=payload, minlength=R)
+        starts = np.searchsorted(src, np.arange(R + 1))        # src is sorted (np.nonzero)
+        self._flow = {}
+        for r in np.flatnonzero(total):
+            a, b = bounds[r], bounds[r + 1]
+            self._flow[int(r)] = (float(total[r]), res_of[a:b][None, :],
+                                  (per[a:b] / total[r])[None, :], float(far[r]),
+                                  dst[starts[r]:starts[r + 1]], float(sent[r]))
 
     def _send_chains(self, r: int, kind: str):
         env = self.env
         t0 = env.now
+        ends = t0 + self._rel_end[r]
         row = self.plan.pair[r] if kind == "dispatch" else self.plan.pair[:, r]
         peers = np.flatnonzero(row)
         peers = peers[peers != r]
-        ends = t0 + self._rel_end[r]
         if len(peers) == 0:
-            return ends, self._rel_exposed[r], 1.0
+            return ends, self._rel_exposed[r]
+        if self.transport == "memory":
+            total, res, weights, latency, dsts, payload = self._flow[r]
+            self.payload_sent += payload
+            span = float(self._span.max())     # every rank's load over one span: one solve
+            self.net.share.start_group([total], res, weights, [total / span], [latency])
+            if self.tracer is not None:       # an arrow per peer for the trace
+                self.post(_Arrows((np.full(len(dsts), r), dsts), t0,
+                                  t0 + self._span[r] + self.one_way_ns[r, dsts]))
+            yield env.timeout(0)
+            return ends, self._rel_exposed[r]
         payload = row[peers] * self._nbytes
-        src = np.full(len(peers), r)
-        cap = self.net.wire_bytes(payload) / self._span[r]
         self.payload_sent += float(payload.sum())
-        if self.transport == "urma":
-            wqes = row[peers].astype(float)
-            group = self.post(self.ends.send_many(
-                src, peers, payload, wqes * self.spec.wqebb_bytes, wqes, self._stall_peers[r],
-                tag=(src, peers), cap_GBps=cap))
-            yield group
-            # the writes are complete once landed and acknowledged (each AIV polls its CQ)
-            done = float(np.max(group.arrival_ns + self.one_way_ns[peers, r]))
-            return np.maximum(ends, done), self._rel_exposed[r], 1.0
-        group = self.post(self.net.send_many(src, peers, payload, self.r_hbm[peers][:, None],
-                                             payload[:, None], tag=(src, peers), cap_GBps=cap))
+        src = np.full(len(peers), r)
+        wqes = row[peers].astype(float)
+        group = self.post(self.ends.send_many(
+            src, peers, payload, wqes * self.spec.wqebb_bytes, wqes, self._stall_peers[r],
+            tag=(src, peers), cap_GBps=self.net.wire_bytes(payload) / self._span[r]))
         yield group
-        served = float(np.max(group.served_ns)) - t0
-        stretch = 1.0
-        if served > self._span[r] * (1 + STRETCH_TOL):
-            stretch = (served + self._rel_tail[r]) / self._rel_end[r].max()
-        return t0 + stretch * self._rel_end[r], self._rel_exposed[r], stretch
+        # the writes are complete once landed and acknowledged (each AIV polls its CQ)
+        done = float(np.max(group.arrival_ns + self.one_way_ns[peers, r]))
+        return np.maximum(ends, done), self._rel_exposed[r]
 
-    def _edge_links(self, src: np.ndarray, dst: np.ndarray) -> tuple:
-        """((first link [writes], capacities), (last link [writes], capacities)) of each
-        write's path, numbered from 0 over the links used; a local write crosses neither (-1)."""
+    def _path_links(self, src: np.ndarray, dst: np.ndarray) -> tuple:
+        """(links [writes, K]: each write's path, its links numbered from 0 over the links
+        kept, -1 padded (a local write crosses none); their capacities). A link inside the
+        path is left out when it can never fill: its capacity is at least that of all the
+        edge links (first or last of a path) its writes come from, or of all they go to
+        (a non-blocking Clos's leaf and spine links); an oversubscribed one stays."""
         R = self.spec.num_ranks
         pairs = np.unique(src * R + dst)
         rows, _ = self.net.routes.route(pairs // R, pairs % R)
+        rows = np.where((pairs // R == pairs % R)[:, None], -1, rows)
+        n_used = (rows >= 0).sum(axis=1)
         first = rows[:, 0]
-        last = rows[np.arange(len(rows)), np.maximum((rows >= 0).sum(axis=1) - 1, 0)]
-        ports = np.concatenate([first, last])
-        used, idx = np.unique(ports[ports >= 0], return_inverse=True)
-        ids = np.full(len(ports), -1)
-        ids[ports >= 0] = idx
-        cap = self.net.share.capacity[self.net.ports[used]]
-        at = np.searchsorted(pairs, src * R + dst)
-        local = src == dst
-        la, lb = ids[:len(pairs)][at], ids[len(pairs):][at]
-        return (np.where(local, -1, la), cap), (np.where(local, -1, lb), cap)
+        last = rows[np.arange(len(rows)), np.maximum(n_used - 1, 0)]
+        capacity = self.net.share.capacity[self.net.ports]          # per port
+        for col in range(1, rows.shape[1]):
+            inner = (rows[:, col] >= 0) & (col < n_used - 1)
+            for port in np.unique(rows[inner, col]):
+                on = inner & (rows[:, col] == port)
+                if capacity[port] >= min(capacity[np.unique(first[on])].sum(),
+                                         capacity[np.unique(last[on])].sum()):
+                    rows[on, col] = -1
+        used, idx = np.unique(rows[rows >= 0], return_inverse=True)
+        ids = np.full(rows.shape, -1)
+        ids[rows >= 0] = idx
+        return ids[np.searchsorted(pairs, src * R + dst)], capacity[used]
 
     # -- per write -------------------------------------------------------------------------------
     def prepare_per_write(self) -> None:
@@ -124,7 +177,7 @@ class SendForms:
         t0 = env.now
         ends, exposed = np.zeros(A), np.zeros(A)
         yield env.all_of([env.process(self.aiv_writes(r, a, t0, ends, exposed)) for a in range(A)])
-        return ends, exposed, 1.0
+        return ends, exposed
 
     def aiv_writes(self, r: int, a: int, t0: float, ends: np.ndarray, exposed: np.ndarray,
                    on_done=None):

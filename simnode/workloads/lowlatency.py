@@ -23,6 +23,8 @@ kernels have. ``ll_kind(name, doc, limits, transports, dtypes_why)`` builds one
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from simnode import units
@@ -77,6 +79,9 @@ def run_for(kind_name: str, check):
             return LowLatencySim(topology, plan, costs, transport=params["transport"],
                                  form=params["form"], batch_window_ns=params["batch_window_ns"],
                                  tracer=tracer, on_progress=on_progress)
+        # a low-latency kernel runs in a second or two: a forked combine costs more than it saves
+        if options is not None and getattr(options, "jobs", 1) > 1:
+            options = dataclasses.replace(options, jobs=1)
         runs, util = run_kernels(make, params["phase"], R, options)
         out = plan.output(params["output_layout"])
         win = shape.window()
