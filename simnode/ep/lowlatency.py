@@ -152,6 +152,7 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
 
     def _attach(self, env, net, r_hbm, ends, max_latency_ns: float) -> None:
         self.attach(env, net, max_latency_ns)
+        self._prepared = None
         self.ends, self.r_hbm = ends, r_hbm
         R = self.spec.num_ranks
         if self.form == "per_write":
@@ -230,6 +231,7 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
             self.prepare_chains()
         else:
             self.prepare_per_write()
+        self._prepared = kind
 
     # -- dispatch --------------------------------------------------------------------------------
     def _prepare_receive(self) -> None:
@@ -267,8 +269,15 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
         self._copy_hbm = p.recv_rows() * float(s.record_bytes + st.copy_out_bytes())
         self._tail = (c.sync_all_ns if E_l > 1 else 0.0) + st.update_counts_ns()
 
+    def _ready(self, kind: str) -> None:
+        """Prepare ``kind`` once (``run`` does it first; a MoE layer driving the ranks itself
+        gets it at the first rank's start)."""
+        if getattr(self, "_prepared", None) != kind:
+            self.prepare(kind)
+
     def dispatch_rank(self, r: int, t):
         env, c, R = self.env, self.costs, self.spec.num_ranks
+        self._ready("dispatch")
         yield from self.kernel_start("dispatch", r, t)
         yield env.timeout(self._k.prologue_ns)
         t0 = env.now
@@ -339,6 +348,7 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
 
     def combine_rank(self, r: int, t):
         env, A = self.env, self.plan.num_aiv
+        self._ready("combine")
         yield from self.kernel_start("combine", r, t)
         yield env.timeout(self._k.prologue_ns)
         t0 = env.now
