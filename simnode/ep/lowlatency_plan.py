@@ -23,8 +23,8 @@ alternate (the kernel toggles its half bit per call), so no clearing barrier is 
 plan is one call (``call``: its index; ``half``: which half it uses; ``next_call()``: the
 plan of the call after it). Each data half is the combine region (max tokens x K slots of
 the BF16 row) then the dispatch region (R x local experts x max tokens slots);
-``LLShape.window()`` gives the bytes; ``check_limits`` refuses what the published API
-refuses (``Limits``).
+``LLShape.window()`` gives the bytes; ``simnode.ep.lowlatency_limits`` refuses what the
+published API refuses.
 
 Outputs (``layout``): the packed 2-D rows the Ascend kernel returns, with per-expert counts,
 or DeepEP CUDA's masked 3-D layout (every local expert a block of max tokens x R rows);
@@ -35,8 +35,7 @@ The plan is an EP family plan (``simnode.ep.phase.TrafficPlan``): ``pair`` [src,
 the published test, sgl-kernel-npu tests/python/deepep/test_low_latency.py: hidden +
 hidden / 128 x 4 + 16 B per 8-bit selection, 2 x hidden per BF16 row).
 
-Main names: ``LLShape``, ``Limits`` (``API_LIMITS``, ``A3_OP_LIMITS``), ``check_limits``,
-``build_plan`` -> ``LowLatencyPlan``, ``WindowSizes``, ``LAYOUTS``.
+Main names: ``LLShape``, ``build_plan`` -> ``LowLatencyPlan``, ``WindowSizes``, ``LAYOUTS``.
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ import numpy as np
 
 from simnode.ep.aiv import split
 from simnode.ep.phase import TrafficPlan
-from simnode.errors import ConfigError
 
 #: window slots start on 512-B boundaries (kernel WIN_ADDR_ALIGN)
 SLOT_ALIGN = 512
@@ -176,69 +174,6 @@ class LLShape:
     def masked_rows_per_expert(self) -> int:
         """DeepEP CUDA's masked layout: [local experts, max tokens x R, hidden]."""
         return self.max_tokens_per_rank * self.num_ranks
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What the published API accepts; ``name`` says whose limits they are."""
-    name: str
-    max_tokens_per_rank: int = 512      #: tiling BS_UPPER_BOUND; LOW_LATENCY_API.md num_tokens <= 512
-    max_top_k: int = 16                 #: tiling K_MAX; the API's (0, 16]
-    max_experts: int = 512              #: the API's num_experts (0, 512]
-    min_ranks: int = 2                  #: tiling MIN_EP_WORLD_SIZE
-    max_ranks: int = 768                #: tiling MAX_EP_WORLD_SIZE (384 x 2 dies)
-    min_hidden: int = 1024              #: tiling H_MIN
-    max_hidden: int = 8192              #: tiling H_MAX
-    dtypes: tuple = DISPATCH_DTYPES
-
-
-#: sgl-kernel-npu's Buffer.low_latency_dispatch (python/deep_ep/doc/LOW_LATENCY_API.md)
-API_LIMITS = Limits("the DeepEP-Ascend low-latency API (sgl-kernel-npu LOW_LATENCY_API.md)")
-#: the A3 operator itself (tiling MOE_EXPERT_MAX_NUM 1024; facts v4-decode 3, OPT); INT8 or
-#: BF16 rows only (the MX formats are A5-only: deep_ep.cpp is_a5_only_quant)
-A3_OP_LIMITS = Limits("MoeDistributeDispatchV2 on Atlas A3 (its tiling)", max_experts=1024,
-                      dtypes=("int8", "bf16"))
-
-
-def check_limits(shape: LLShape, limits: Limits, hbm_capacity_bytes: float | None = None,
-                 source: str = "workload") -> None:
-    """Raise ``ConfigError`` (naming ``source`` and the field) for a call the API refuses, or
-    whose window does not fit the rank's HBM."""
-    s, lim = shape, limits
-    who = f"({lim.name})"
-    if not lim.min_ranks <= s.num_ranks <= lim.max_ranks:
-        raise ConfigError(source, "num_ranks", s.num_ranks,
-                          f"an EP size in {lim.min_ranks}..{lim.max_ranks} {who}")
-    if not 0 <= s.tokens_per_rank <= lim.max_tokens_per_rank:
-        raise ConfigError(source, "tokens_per_rank", s.tokens_per_rank,
-                          f"0..{lim.max_tokens_per_rank} tokens per rank {who}")
-    if s.max_tokens_per_rank < max(s.tokens_per_rank, 1):
-        raise ConfigError(source, "max_tokens_per_rank", s.max_tokens_per_rank,
-                          f"at least tokens_per_rank ({s.tokens_per_rank}): the window holds "
-                          f"that many tokens per source")
-    if not 1 <= s.top_k <= min(lim.max_top_k, s.num_experts):
-        raise ConfigError(source, "top_k", s.top_k,
-                          f"1..{min(lim.max_top_k, s.num_experts)} experts per token {who}")
-    if not 1 <= s.num_experts <= lim.max_experts:
-        raise ConfigError(source, "num_experts", s.num_experts, f"1..{lim.max_experts} experts {who}")
-    if s.num_experts % s.num_ranks:
-        raise ConfigError(source, "num_experts", s.num_experts,
-                          f"a multiple of num_ranks ({s.num_ranks}): each rank holds an equal block")
-    if not lim.min_hidden <= s.hidden <= lim.max_hidden:
-        raise ConfigError(source, "hidden", s.hidden, f"{lim.min_hidden}..{lim.max_hidden} {who}")
-    if s.dispatch_dtype not in lim.dtypes:
-        raise ConfigError(source, "dispatch_dtype", s.dispatch_dtype,
-                          f"one of {', '.join(lim.dtypes)} {who}")
-    if s.num_aiv < 1:
-        raise ConfigError(source, "num_aiv", s.num_aiv, "at least one AIV")
-    if hbm_capacity_bytes is not None:
-        need = s.window().total
-        if need > hbm_capacity_bytes:
-            raise ConfigError(source, "max_tokens_per_rank", s.max_tokens_per_rank,
-                              f"a window that fits the rank's HBM: two halves of {s.window().half:,} B "
-                              f"+ {STATE_WINDOW_BYTES:,} B of state = {need:,} B, over its "
-                              f"{int(hbm_capacity_bytes):,} B",
-                              "Fewer tokens per rank, experts or a smaller hidden size shrink it.")
 
 
 @dataclass(frozen=True)
@@ -472,7 +407,8 @@ class LowLatencyPlan(TrafficPlan):
 
 def build_plan(topk_by_rank, shape: LLShape) -> LowLatencyPlan:
     """The plan from each rank's ``[tokens, top_k]`` expert ids (rank order; -1 = none).
-    Call ``check_limits`` first: this only checks that the ids fit the shape."""
+    Check the limits first (``simnode.ep.lowlatency_limits``): this only checks that the
+    ids fit the shape."""
     R, T, K, E = shape.num_ranks, shape.tokens_per_rank, shape.top_k, shape.num_experts
     topk = np.stack([np.asarray(t, dtype=np.int64).reshape(T, K) for t in topk_by_rank]) \
         if R else np.zeros((0, T, K), np.int64)

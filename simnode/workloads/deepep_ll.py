@@ -14,7 +14,7 @@ the published shape (128 tokens per rank, hidden 7168, top-8 of 256, MXFP8 rows)
 from __future__ import annotations
 
 from simnode.ep.lowlatency import TRANSPORTS
-from simnode.ep.lowlatency_plan import API_LIMITS
+from simnode.ep.lowlatency_limits import API_LIMITS
 from simnode.workloads.lowlatency import ll_kind
 from simnode.workloads.registry import register
 

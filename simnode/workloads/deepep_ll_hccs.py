@@ -14,7 +14,7 @@ the published case (128 tokens per rank, hidden 7168, top-8 of 256, INT8 dispatc
 
 from __future__ import annotations
 
-from simnode.ep.lowlatency_plan import A3_OP_LIMITS
+from simnode.ep.lowlatency_limits import A3_OP_LIMITS
 from simnode.workloads.lowlatency import ll_kind
 from simnode.workloads.registry import register
 

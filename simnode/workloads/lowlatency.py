@@ -33,7 +33,8 @@ from simnode.ep import fields
 from simnode.ep.lowlatency import FIELDS as LL_FIELDS
 from simnode.ep.lowlatency import STEPS, LowLatencySim, steps_of
 from simnode.ep.lowlatency_costs import LowLatencyCosts
-from simnode.ep.lowlatency_plan import LLShape, build_plan, check_limits
+from simnode.ep.lowlatency_limits import check_limits
+from simnode.ep.lowlatency_plan import LLShape, build_plan
 from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
 from simnode.report.result import fig
