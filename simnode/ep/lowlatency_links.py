@@ -73,40 +73,22 @@ def _rekey(heap, key, pos, link, value, size):
         _sift_down(heap, key, pos, pos[link], size)
 
 
-def _push(hk, hid, size, key, item):
-    """Push (key, item) on the plain binary heap ``hk`` / ``hid`` of ``size`` entries."""
-    k = size
-    while k > 0:
-        parent = (k - 1) // 2
-        if hk[parent] <= key:
-            break
-        hk[k] = hk[parent]
-        hid[k] = hid[parent]
-        k = parent
-    hk[k] = key
-    hid[k] = item
+def _push(heap, key, pos, size, item, value):
+    """Add ``item`` with key ``value`` to the indexed heap of ``size`` items; the new size."""
+    key[item] = value
+    heap[size] = item
+    pos[item] = size
+    _sift_up(heap, key, pos, size)
     return size + 1
 
 
-def _pop(hk, hid, size):
-    """Remove the top of the plain binary heap; returns the new size."""
+def _pop(heap, key, pos, size):
+    """Remove the top item of the indexed heap of ``size`` items; the new size."""
     size -= 1
-    key, item = hk[size], hid[size]
-    k = 0
-    while True:
-        child = 2 * k + 1
-        if child >= size:
-            break
-        if child + 1 < size and hk[child + 1] < hk[child]:
-            child += 1
-        if hk[child] >= key:
-            break
-        hk[k] = hk[child]
-        hid[k] = hid[child]
-        k = child
     if size > 0:
-        hk[k] = key
-        hid[k] = item
+        heap[0] = heap[size]
+        pos[heap[0]] = 0
+        _sift_down(heap, key, pos, 0, size)
     return size
 
 
@@ -140,22 +122,23 @@ def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issu
     key = np.full(L, _INF)
     heap = np.arange(L)
     pos = np.arange(L)
-    sk = np.zeros(2 * W + 1)                       # pending starts (i) and local ends (W + i)
-    sid = np.zeros(2 * W + 1, np.int64)
+    sk = np.zeros(2 * W)                           # pending starts (i) and local ends (W + i)
+    sh = np.zeros(2 * W, np.int64)
+    sp = np.zeros(2 * W, np.int64)
     ns = 0
     for i in range(W):
         if i == 0 or chain[i] != chain[i - 1]:
             issue[i] = start_of[chain[i]] + stage[i]
-            ns = _push(sk, sid, ns, issue[i] + base[i], i)
+            ns = _push(sh, sk, sp, ns, i, issue[i] + base[i])
     while True:
-        t_start = sk[0] if ns > 0 else _INF
+        t_start = sk[sh[0]] if ns > 0 else _INF
         t_link = key[heap[0]] if L > 0 else _INF
         if t_start == _INF and t_link == _INF:
             break
         finished = -1
         if t_start <= t_link:
-            t, i = t_start, sid[0]
-            ns = _pop(sk, sid, ns)
+            t, i = t_start, sh[0]
+            ns = _pop(sh, sk, sp, ns)
             if i >= W:                             # a local write's end
                 finished = i - W
             else:
@@ -174,7 +157,7 @@ def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issu
                         _rekey(heap, key, pos, link, _next_end(link, t, V, f, n, head, fifo, tag), L)
                 parts[i] = used
                 if used == 0:                      # a local write: its own rate alone
-                    ns = _push(sk, sid, ns, t + size[i] / rate[i], W + i)
+                    ns = _push(sh, sk, sp, ns, W + i, t + size[i] / rate[i])
         else:
             link = heap[0]
             t = t_link
@@ -194,7 +177,7 @@ def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issu
             nxt = i + 1
             if nxt < W and chain[nxt] == chain[i]:
                 issue[nxt] = max(issue[i] + stage[nxt], done[i])
-                ns = _push(sk, sid, ns, issue[nxt] + base[nxt], nxt)
+                ns = _push(sh, sk, sp, ns, nxt, issue[nxt] + base[nxt])
     return 0
 
 
