@@ -366,27 +366,24 @@ class LowLatencyPlan(TrafficPlan):
         AIV shares, each AIV starting at position (loop + rank) mod its count (the kernel's
         staggered start); row (s, t, k) lands in s's window at slot t x K + k."""
         K, A, R = self.shape.top_k, self.shape.num_aiv, self.shape.num_ranks
-        cols = {n: [] for n in ("src", "aiv", "order", "dst", "token", "k", "slot")}
-        for d in range(R):
-            rows = self.packed_rows(d)
-            n = split(len(rows), A)
-            start = _starts(n)
-            aiv = np.repeat(np.arange(A), n)
-            loop = np.arange(len(rows)) - start[aiv]
-            # the row an AIV handles at its loop-th step: start + (loop + d) mod count
-            pick = start[aiv] + (loop + d) % np.maximum(n[aiv], 1)
-            r = rows[pick]
-            cols["src"].append(np.full(len(rows), d))
-            cols["aiv"].append(aiv)
-            cols["order"].append(loop)
-            cols["dst"].append(r[:, 0])
-            cols["token"].append(r[:, 1])
-            cols["k"].append(r[:, 2])
-            cols["slot"].append(r[:, 1] * K + r[:, 2])
-        c = {n: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64) for n, v in cols.items()}
-        expert = self.topk[c["dst"], c["token"], c["k"]].astype(np.int64)
-        return Writes(c["src"], c["aiv"], c["order"], c["dst"], c["token"], c["k"], expert,
-                      c["slot"], c["slot"] * combine_slot_bytes(self.shape.hidden))
+        w = self.dispatch
+        # every owner's received rows in packed order at once: owner, local expert, source, slot
+        sel = np.lexsort((w.slot, w.src, w.expert % self.shape.experts_per_rank, w.dst))
+        owner = w.dst[sel]
+        per_owner = np.bincount(owner, minlength=R)
+        first = _starts(per_owner)
+        i = np.arange(len(sel)) - first[owner]                  # row index at its owner
+        n = np.stack([split(int(m), A) for m in per_owner])     # [R, A] rows per AIV
+        start = np.concatenate([np.zeros((R, 1), np.int64), np.cumsum(n, axis=1)[:, :-1]], axis=1)
+        aiv = (i[:, None] >= np.cumsum(n, axis=1)[owner]).sum(axis=1)
+        mine = n[owner, aiv]
+        loop = i - start[owner, aiv]
+        # the row an AIV handles at its loop-th step: start + (loop + owner) mod count
+        pick = sel[first[owner] + start[owner, aiv] + (loop + owner) % np.maximum(mine, 1)]
+        token, k = w.token[pick], w.k[pick]
+        slot = token * K + k
+        return Writes(owner, aiv, loop, w.src[pick], token, k, w.expert[pick], slot,
+                      slot * combine_slot_bytes(self.shape.hidden))
 
     def combine_status_offset(self, token, k) -> np.ndarray:
         """Byte offset, in the source's combine state area, of the status of row (token, k)."""

@@ -151,13 +151,17 @@ class SendForms:
         first = rows[:, 0]
         last = rows[np.arange(len(rows)), np.maximum(n_used - 1, 0)]
         capacity = self.net.share.capacity[self.net.ports]          # per port
-        for col in range(1, rows.shape[1]):
-            inner = (rows[:, col] >= 0) & (col < n_used - 1)
-            for port in np.unique(rows[inner, col]):
-                on = inner & (rows[:, col] == port)
-                if capacity[port] >= min(capacity[np.unique(first[on])].sum(),
-                                         capacity[np.unique(last[on])].sum()):
-                    rows[on, col] = -1
+        P = len(capacity)
+        inner = (rows >= 0) & (np.arange(rows.shape[1])[None, :] < (n_used - 1)[:, None])
+        inner[:, 0] = False
+        port = rows[inner]
+        feeds = []
+        for edge in (first, last):               # the edge links each inner port collects from
+            e = np.broadcast_to(edge[:, None], rows.shape)[inner]
+            pairs_pe = np.unique(port * P + e)
+            feeds.append(np.bincount(pairs_pe // P, weights=capacity[pairs_pe % P], minlength=P))
+        never = capacity >= np.minimum(feeds[0], feeds[1])      # it can never fill
+        rows = np.where(inner & never[np.maximum(rows, 0)], -1, rows)
         used, idx = np.unique(rows[rows >= 0], return_inverse=True)
         ids = np.full(rows.shape, -1)
         ids[rows >= 0] = idx
