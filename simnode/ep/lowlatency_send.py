@@ -160,7 +160,8 @@ class SendForms:
             e = np.broadcast_to(edge[:, None], rows.shape)[inner]
             pairs_pe = np.unique(port * P + e)
             feeds.append(np.bincount(pairs_pe // P, weights=capacity[pairs_pe % P], minlength=P))
-        never = capacity >= np.minimum(feeds[0], feeds[1])      # it can never fill
+        # it can never fill (to rounding: a non-blocking leaf equals its ranks exactly)
+        never = capacity >= np.minimum(feeds[0], feeds[1]) * (1 - 1e-9)
         rows = np.where(inner & never[np.maximum(rows, 0)], -1, rows)
         used, idx = np.unique(rows[rows >= 0], return_inverse=True)
         ids = np.full(rows.shape, -1)
