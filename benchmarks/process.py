@@ -77,6 +77,11 @@ ROWS = {
                          float("inf"), 4096.0, on_demand=True),
 }
 
+#: the low-latency (decode) kernels: dispatch + combine at EP256, 128 tokens per rank
+ROWS["deepep-ll-ep256"] = Row("deepep-ll-ep256", (
+    "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/deepep-ll.yaml",
+    "--set", "num_ranks=256", "--json"), 2.0)
+
 #: the MoE layer: its slowest overlap mode, fused, at the layer's full size
 for _ep, _target in ((8, 10.0), (128, 60.0)):
     ROWS[f"moe-layer-ep{_ep}"] = Row(f"moe-layer-ep{_ep}", (

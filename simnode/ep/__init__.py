@@ -8,7 +8,9 @@ Shared, one module each:
 
 - ``routing``: which top-k experts each token picks (uniform, zipf, hot, a routing file);
 - ``fields``: the family's parameters declared once (EP shape, routing, dtypes, phase,
-  solver window; ``EPCosts``, the costs every member has), ``routes(params, R)``;
+  solver window; ``EPCosts``, the costs every member has; ``AivWindowCosts``, the remote
+  access constants of the path of the members whose AIVs access other dies' windows),
+  ``routes(params, R)``;
 - ``size``: the topology at the run's EP size (``topology_for``) and the limits every run
   is held to (``MAX_TOKENS``, ``MAX_PAIRS``);
 - ``phase``: ``TrafficPlan`` (the traffic matrix and received counts from a plan's
@@ -25,7 +27,14 @@ Members:
   message trains of URMA work requests over the Clos (kind ``deepep``; ``moe.layer`` runs
   their parts on a shared ``Fabric``);
 - ``deepep_hccs``: the normal kernels on Atlas A3 dies, AIV copies over HCCS (kind
-  ``deepep_hccs``).
+  ``deepep_hccs``);
+- ``lowlatency`` (+ ``lowlatency_plan``, ``lowlatency_limits``, ``lowlatency_costs``, ``lowlatency_chains``,
+  ``lowlatency_links``, ``lowlatency_send``): the low-latency (decode) kernels, every AIV
+  writing quantized rows into the peers' window slots, a status per (source, expert),
+  polling, the window copy and combine's weighted sum; on the 950 over UB memory semantics
+  (or, a what-if, URMA work requests) and on A3 over HCCS (kinds ``deepep_ll`` and
+  ``deepep_ll_hccs``); ``LowLatencySim`` posts on a MoE layer's ``Fabric`` as ``deepep``'s
+  kernels do. Its plan's double-buffered window is plan state (``call``, ``next_call()``).
 
 A member is one module that gives:
 
@@ -50,16 +59,4 @@ A member is one module that gives:
 Its workload kind (simnode/workloads/) is then fields (``fields.SHAPE``, ``fields.ROUTING``,
 ... and its costs), a size check (``size.topology_for`` + its own), and a run that builds
 the plan and calls ``workloads.supernode.run_kernels`` and ``ep_result``.
-
-The next members, the low-latency kernels (for the 950 over URMA and the A3 over HCCS), fit
-this: their plan is one packed row per (token, expert) with its 512-B-aligned window slot
-and a status block per (source, expert), ``counted_row_bytes`` their benchmark's; their
-kernels derive ``EPKernel`` + ``AivCopies``: dispatch quantizes in UB (``copy_ns`` and the
-vector rate), every AIV writes its rows into the peers' windows (``chain`` of ``copy_flow``
-pushes, one per (peer, rows)), writes a status flag per (source, expert) and polls the
-incoming ones (``arrive``: one counted event per expert owner, set when a source's rows
-have landed), then copies the window to the expert-contiguous output (``local_work``);
-combine writes each expert row back to its source's window and sums the top-k rows there,
-weighted (``local_work`` on the AIV pool). The double-buffered window is plan state (which
-half a call uses); the dtypes, window sizes and API limits are its size check's.
 """

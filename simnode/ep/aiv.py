@@ -13,7 +13,8 @@ other AIV's flow:
   per rank sized by ``effective_aivs`` of its AIVs' work;
 - ``copy_ns(bytes, pipe)``: one AIV's MTE2 / MTE3 copy time on the chip's paths;
 - ``copy_flows`` (a group, one event) and ``copy_flow`` (one transfer, optionally served by
-  the source die's read port); ``chain``: one AIV's pieces [(peer, rows)] in order.
+  the source die's read port, or a store from the AIV's UB); ``chain``: one AIV's pieces
+  [(peer, rows)] in order.
 
 ``split(total, parts)`` and ``effective_aivs(work)`` are the kernels' equal splits.
 """
@@ -93,17 +94,20 @@ class AivCopies:
         return self.post(self.net.send_many(src, dst, payload, rows, units, tag=(src, dst)))
 
     def copy_flow(self, src: int, dst: int, payload: float, aiv: int, aiv_ns: float,
-                  served_by: int = -1):
+                  served_by: int = -1, from_ub: bool = False):
         """One flow of ``copy_flows`` (the same resources and units), started on the share
         directly with the path looked up once per run; ``served_by``: the source die's read
-        port, for a remote read."""
+        port, for a remote read; ``from_ub``: a store of rows the AIV holds in its UB (only
+        the destination's HBM is written)."""
         hs, hd = int(self.r_hbm[src]), int(self.r_hbm[dst])
         if src == dst:                            # a local copy reads and writes one HBM
-            return self.net.share.start(payload, (aiv, hs), (aiv_ns / payload, 2.0))
+            return self.net.share.start(payload, (aiv, hs), (aiv_ns / payload, 1.0 if from_ub else 2.0))
         path = self._paths[src * self.spec.num_ranks + dst]
         wire = self.spec.wire_bytes(payload)
         self.payload_sent += payload
         extra, w = (aiv, hs, hd), (aiv_ns / wire, payload / wire, payload / wire)
+        if from_ub:
+            extra, w = (aiv, hd), (aiv_ns / wire, payload / wire)
         if served_by >= 0:
             extra, w = extra + (served_by,), w + (payload / wire,)
         return self.net.share.start(wire, path + extra, (1.0,) * len(path) + w,

@@ -27,7 +27,8 @@ started when the last has arrived; the flow puts its bytes on the links and both
 holds the AIV (``rankR.aivA_<phase>``, 1 ns per ns) for the pieces' serial time, so it runs
 at most at the AIV's own rate (``HccsCosts``: the chip's copy paths and vector rate, the
 path's round trip, and the unknown costs of a remote access, ``remote_read_ns`` and
-``remote_write_ns``) and shares the links with every other AIV's flow.
+``remote_write_ns``, declared once for every member on this path: ``fields.AivWindowCosts``)
+and shares the links with every other AIV's flow.
 
 Why the bandwidth falls with EP (the mechanism behind S12's trend): the kernels' splits do
 not depend on the rank. Dispatch gives AIV a the statuses [a E/48, (a+1) E/48) on every
@@ -63,7 +64,7 @@ import numpy as np
 
 from simnode.config.params import param
 from simnode.ep.aiv import AivCopies, split
-from simnode.ep.fields import EPCosts
+from simnode.ep.fields import AivWindowCosts
 from simnode.ep.kernel import EPKernel, new_network, rank_hbm
 from simnode.ep.phase import TrafficPlan
 
@@ -176,40 +177,12 @@ def build_hccs_plan(topk_by_rank, num_ranks: int, tokens_per_rank: int, hidden: 
 
 
 @dataclass(frozen=True)
-class HccsCosts(EPCosts):
-    """Software and access costs of the kernels (the deepep_hccs kind's fields), in ns;
+class HccsCosts(AivWindowCosts):
+    """Software and access costs of the kernels (the deepep_hccs kind's fields), in ns: the
+    family's (``fields.AivWindowCosts``) and the host work of a dispatch call;
     ``reduce_ops_per_element``: per element and top-k row of combine's weighted sum."""
-    host_ns: float = param(doc="host work inside one dispatch call, between its kernels", min=0,
-                           origin="")
-    quant_ops_per_element: float = param(doc="vector ops per element to quantize a row to INT8",
-                                         min=0, unit="ops/element", origin="")
-    remote_read_ns: float = param(doc="a remote MTE2 read's cost beyond the path's round trip and "
-                                  "its bytes", min=0, origin="")
-    remote_write_ns: float = param(doc="a remote MTE3 write's cost (with its PIPE_ALL wait) beyond "
-                                   "the round trip and its bytes", min=0, origin="")
-    remote_read_GBps: float = param(0.0, "what one die serves of other dies' reads of its memory, "
-                                    "all readers together (0 = no limit beyond its links)", min=0)
-    peer_cache_entries: int = param(0, "what-if: peer contexts at hand", min=0, unit="entries")
-    read_miss_ns: float = param(0.0, "what-if: extra per remote read whose peer is not cached",
-                                min=0)
-    write_miss_ns: float = param(0.0, "what-if: extra per remote write whose peer is not cached",
-                                 min=0)
-    read_ns_per_peer: float = param(0.0, "what-if: extra per remote read per peer accessed", min=0)
-    write_ns_per_peer: float = param(0.0, "what-if: extra per remote write per peer accessed",
-                                     min=0)
-
-    def miss_fraction(self, peers: int) -> float:
-        """Share of accesses whose peer misses a cache of ``peer_cache_entries`` when a rank
-        accesses ``peers`` peers in an interleaved order (C / P hit whatever the policy)."""
-        if peers <= 0 or (self.read_miss_ns <= 0 and self.write_miss_ns <= 0):
-            return 0.0
-        return max(0.0, 1.0 - self.peer_cache_entries / peers)
-
-    def stall_ns(self, peers: int, write: bool) -> float:
-        """What-if extra per remote access of a rank accessing ``peers`` peers (0 when off)."""
-        miss, per = (self.write_miss_ns, self.write_ns_per_peer) if write else \
-            (self.read_miss_ns, self.read_ns_per_peer)
-        return self.miss_fraction(peers) * miss + max(peers, 0) * per
+    host_ns: float = param(0.0, "host work inside one dispatch call, between its kernels "
+                           "(0 = none)", min=0, origin="")
 
 
 class HccsSim(AivCopies, EPKernel):

@@ -9,7 +9,13 @@ wherever it appears (the deepep and deepep_hccs kinds, moe_layer; transport take
 - ``ROUTING``: the policy and its parameters, the routing file, the seed;
 - ``PHASE``, ``DISPATCH_DTYPE``, ``COMBINE_DTYPE``, ``BATCH_WINDOW_NS``;
 - ``EPCosts``: the costs every member's kernels have (a launch, a round of remote stores,
-  the vector work of a reduction), which a member's costs extend.
+  the vector work of a reduction), which a member's costs extend;
+- ``AivWindowCosts``: those of the members whose AIVs quantize rows and read or write other
+  dies' memory windows themselves (``simnode.ep.aiv``: the A3's normal and low-latency
+  kernels over HCCS, the 950's low-latency kernels over UB memory semantics): the INT8
+  quantization, a remote access's costs beyond its path, and the what-ifs of a peer-context
+  cache or a per-peer cost. One path, one set of constants: a calibration of them (a
+  ``remote_write_ns`` fitted on the normal kernels) holds for every member that uses them.
 
 Defaults are the 950 DeepEP's published case (facts 2.4, S5); a member's preset file states
 its own (workloads/deepep-a3-normal.yaml: 4096 tokens, top-8, INT8). A member that moves
@@ -35,8 +41,9 @@ from simnode.errors import ConfigError
 #: the model's own error; 1e12 would stretch a run 460,000-fold
 MAX_BATCH_WINDOW_NS = 100_000.0
 #: payload dtypes a dispatch may move: FP8 (the 950's normal kernels), INT8 (the A3's,
-#: which has no FP8), BF16 (unquantized); each with its scales when 8-bit
-DISPATCH_DTYPES = ("fp8", "int8", "bf16")
+#: which has no FP8), BF16 (unquantized), MXFP8 / MXFP4 (the 950 generation's low-latency
+#: kernels: an E8M0 scale per 32 elements); each 8- or 4-bit one with its scales
+DISPATCH_DTYPES = ("fp8", "int8", "bf16", "mxfp8", "mxfp4")
 
 NUM_RANKS = Param.flat("num_ranks", "int", 0, "ranks, one per chip or die (0 = the topology's "
                        "supernode.num_ranks)", min_value=0, unit="ranks")
@@ -49,8 +56,8 @@ NUM_EXPERTS = Param.flat("num_experts", "int", 256, "routed experts, on the rank
 SHAPE = (NUM_RANKS, TOKENS_PER_RANK, HIDDEN, TOP_K, NUM_EXPERTS)
 
 DISPATCH_DTYPE = Param.flat("dispatch_dtype", "str", "fp8", "dispatch payload dtype: FP8 (the "
-                            "950, facts 2.4) or INT8 (the A3) rows with their scales, or BF16 "
-                            "rows", DISPATCH_DTYPES)
+                            "950, facts 2.4) or INT8 (the A3) rows with their scales, BF16 rows, "
+                            "or MXFP8 / MXFP4 rows (the 950's low-latency kernels)", DISPATCH_DTYPES)
 COMBINE_DTYPE = Param.flat("combine_dtype", "str", "bf16", "combine payload dtype (facts 2.4: "
                            "BF16)", ("bf16",))
 PHASE = Param.flat("phase", "str", "both", "which kernels to run", ("both", "dispatch", "combine"))
@@ -82,6 +89,43 @@ class EPCosts:
     reduce_ops_per_element: float = param(doc="vector ops per element of each row a reduction "
                                           "sums (cast, weight, add)", min=0, unit="ops/element",
                                           origin="")
+
+
+@dataclass(frozen=True)
+class AivWindowCosts(EPCosts):
+    """Costs of kernels whose AIVs quantize rows and access other dies' memory windows
+    themselves, in ns (see the module docstring): the same path's constants for every such
+    member. A kernel that only writes leaves the read costs unused."""
+    quant_ops_per_element: float = param(doc="vector ops per element to quantize a row to INT8 "
+                                         "(per-token, FP32 scale)", min=0, unit="ops/element",
+                                         origin="")
+    remote_read_ns: float = param(doc="a remote MTE2 read's cost beyond the path's round trip and "
+                                  "its bytes", min=0, origin="")
+    remote_write_ns: float = param(doc="a remote MTE3 write's cost (with its PIPE_ALL wait) beyond "
+                                   "the round trip and its bytes", min=0, origin="")
+    remote_read_GBps: float = param(0.0, "what one die serves of other dies' reads of its memory, "
+                                    "all readers together (0 = no limit beyond its links)", min=0)
+    peer_cache_entries: int = param(0, "what-if: peer contexts at hand", min=0, unit="entries")
+    read_miss_ns: float = param(0.0, "what-if: extra per remote read whose peer is not cached",
+                                min=0)
+    write_miss_ns: float = param(0.0, "what-if: extra per remote write whose peer is not cached",
+                                 min=0)
+    read_ns_per_peer: float = param(0.0, "what-if: extra per remote read per peer accessed", min=0)
+    write_ns_per_peer: float = param(0.0, "what-if: extra per remote write per peer accessed",
+                                     min=0)
+
+    def miss_fraction(self, peers: int) -> float:
+        """Share of accesses whose peer misses a cache of ``peer_cache_entries`` when a rank
+        accesses ``peers`` peers in an interleaved order (C / P hit whatever the policy)."""
+        if peers <= 0 or (self.read_miss_ns <= 0 and self.write_miss_ns <= 0):
+            return 0.0
+        return max(0.0, 1.0 - self.peer_cache_entries / peers)
+
+    def stall_ns(self, peers: int, write: bool) -> float:
+        """What-if extra per remote access of a rank accessing ``peers`` peers (0 when off)."""
+        miss, per = (self.write_miss_ns, self.write_ns_per_peer) if write else \
+            (self.read_miss_ns, self.read_ns_per_peer)
+        return self.miss_fraction(peers) * miss + max(peers, 0) * per
 
 
 def costs_from(cls, params: dict):

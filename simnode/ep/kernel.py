@@ -33,11 +33,13 @@ from simnode.network.urma import busiest
 COMPILED_FROM_RANKS = 32
 
 
-def new_network(spec, batch_window_ns: float) -> tuple[simpy.Environment, FlowNetwork]:
-    """A fresh clock and the supernode's network on it (compiled from ``COMPILED_FROM_RANKS``)."""
+def new_network(spec, batch_window_ns: float,
+                compiled: bool | None = None) -> tuple[simpy.Environment, FlowNetwork]:
+    """A fresh clock and the supernode's network on it, its engine compiled if ``compiled``
+    (None: from ``COMPILED_FROM_RANKS`` on; a member that solves a few times says False)."""
     env = simpy.Environment()
     net = FlowNetwork(env, spec, batch_window_ns=batch_window_ns)
-    if spec.num_ranks >= COMPILED_FROM_RANKS:
+    if compiled or (compiled is None and spec.num_ranks >= COMPILED_FROM_RANKS):
         net.share.compile_now()
     return env, net
 

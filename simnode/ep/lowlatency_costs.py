@@ -1,21 +1,26 @@
 """Low-latency dispatch and combine: the constants and the time of each step on one AIV.
 
 ``LowLatencyCosts`` declares the kernels' own constants once (``simnode.config.params``:
-type, unit, range, default, doc, origin); everything else comes from the chip
-(``AivRates.from_chip``: the AIV's MTE2 / MTE3 copy paths and vector rate). ``StepTimes``
-prices each step of ``simnode.ep.lowlatency_plan``'s plan on one AIV, in ns, following the
-published kernels (moe_distribute_{dispatch,combine}_v2.h; facts v4-decode 3):
+type, unit, range, default, doc, origin) on top of the family's (``simnode.ep.fields``:
+``EPCosts``' launch, remote store and reduction ops; ``AivWindowCosts``' INT8 quantization,
+remote write cost and what-ifs, the same constants the A3's normal kernels use); everything
+else comes from the chip (``AivRates.from_chip``: the AIV's MTE2 / MTE3 copy paths and
+vector rate). ``StepTimes`` prices each step of ``simnode.ep.lowlatency_plan``'s plan on one
+AIV, in ns, following the published kernels (moe_distribute_{dispatch,combine}_v2.h; facts
+v4-decode 3):
 
 - ``stage_ns``: one (token, k) pair before its write: the slot count (five vector calls over
   the source's earlier pairs: Duplicate, Sub, Abs, Mins, ReduceSum), the BF16 row's MTE2
   read and the quantization in UB. AIV busy time; it overlaps the previous pair's write.
 - ``write_ns``: one write into a window, split into what the AIV's MTE3 streams (busy time,
   bytes on the path) and, for a remote window, the wait for completion: ``remote_write_ns``
-  (the unknown per-write cost of a remote store on the path, beyond its bytes) plus the
-  round trip. The next pair's triple waits for it (FillTriple's MTE3->S sync), so one AIV's
-  remote writes do not overlap each other.
+  (the per-write cost of a remote store on the path, beyond its bytes) plus the round trip
+  (plus the what-if stalls). The next pair's triple waits for it (FillTriple's MTE3->S sync),
+  so one AIV's remote writes do not overlap each other.
 - ``status_count_ns`` / ``status_issue_ns``: the source's per-expert counts (the same vector
-  calls over all its pairs) and its 32-B status writes, issued back to back and waited once.
+  calls over all its pairs) and its 32-B status writes, issued back to back and waited once;
+  a status block is a small remote store (``remote_store_ns``, as the normal kernels' flags):
+  ``status_land_ns`` / ``status_wait_ns``.
 - ``poll_ns``: one round of a receiver AIV's polling: MTE2 of its status blocks, a ReduceSum.
 - ``copy_row_ns``: one row window -> UB -> output (MTE2 of the record; MTE3 of the row, its
   scale and its triple); the next row's read overlaps (two UB buffers).
@@ -23,6 +28,8 @@ published kernels (moe_distribute_{dispatch,combine}_v2.h; facts v4-decode 3):
   source token's weighted sum of its k rows (a scalar GM read of each expert id, the row's
   MTE2 overlapping the last row's Cast, Muls, Add; the BF16 cast and MTE3 out).
 - ``update_counts_ns``: the last AIV's per-expert count words (scalar GM reads and writes).
+- ``post_ns``: the URMA what-if's posting of one write: the record to a local send buffer
+  (dispatch; combine's rows are read from GM by the engine) and one WQE basic block.
 """
 
 from __future__ import annotations
@@ -30,24 +37,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simnode.config.params import param
+from simnode.ep.fields import AivWindowCosts
 from simnode.ep.lowlatency_plan import MX_BLOCK, STATUS_BYTES, TRIPLE_BYTES, LLShape
 
 _SRC = "sgl-kernel-npu moe_distribute_dispatch_v2.h / moe_distribute_combine_v2.h (facts v4-decode 3, SGLK)"
 
 
 @dataclass(frozen=True)
-class LowLatencyCosts:
-    """The low-latency kernels' own constants (a workload's fields)."""
-    kernel_launch_ns: float = param(
-        1900, "one kernel launch and its start-up on the die", min=0, origin="reasoned",
-        cite="facts 1.2, S6: the 950's measured launch + InitSocState ~1.9 us; no A3 figure")
-    remote_write_ns: float = param(
-        3500, "a remote window write's cost beyond its bytes and the path's round trip, until "
-        "the writing AIV sees it complete (one per remote row and status block)", min=0,
-        origin="calibrated",
-        cite="fitted on one case, the A3 EP8 low-latency dispatch (facts v4-decode 3, SGLK: 132 us; "
-             "3502 ns); EP8 combine and EP32 dispatch and combine are checks. The A3 normal "
-             "kernels' fit of the same quantity (topologies/calibrated/a3-aligned-reads.yaml) is 3275 ns")
+class LowLatencyCosts(AivWindowCosts):
+    """The low-latency kernels' costs (a workload's fields): the family's, then their own."""
     sync_all_ns: float = param(
         1000, "SyncAll: every AIV of the die waits for all (a hardware cross-core barrier)",
         min=0, origin="reasoned",
@@ -60,10 +58,6 @@ class LowLatencyCosts:
     scalar_gm_ns: float = param(
         100, "one scalar read or write of a GM word with its cache clean/invalidate", min=0,
         origin="reasoned", cite="about the AIV's GM->UB base latency (facts 1.4, S8: 90 cycles) twice")
-    int8_quant_ops_per_element: float = param(
-        7, "vector ops per element of the per-token INT8 quantization", min=0, unit="ops/element",
-        origin="sourced",
-        cite=_SRC + " QuantProcess: Cast f32, Abs, ReduceMax, Muls, Cast i32, Cast f16, Cast i8")
     int8_quant_calls: float = param(
         9, "vector API calls of one INT8 quantization", min=0, unit="calls", origin="sourced",
         cite=_SRC + " QuantProcess (ReduceMax is two: Max over repeats, WholeReduceMax)")
@@ -79,9 +73,6 @@ class LowLatencyCosts:
         5, "vector calls that count a pair's slot (over the source's earlier pairs)", min=0,
         unit="calls", origin="sourced",
         cite=_SRC + " CalTokenSendExpertCnt: Duplicate, Sub, Abs, Mins, ReduceSum")
-    reduce_ops_per_element: float = param(
-        3, "vector ops per element and row of combine's weighted sum", min=0, unit="ops/element",
-        origin="sourced", cite=_SRC + " ProcessMoeExpert: Cast, Muls, Add")
 
 
 @dataclass(frozen=True)
@@ -138,7 +129,7 @@ class StepTimes:
         """Quantizing one BF16 row in UB (0 for BF16 records)."""
         c, h, dt = self.costs, self.shape.hidden, self.shape.dispatch_dtype
         if dt == "int8":
-            return self.vector_ns(c.int8_quant_ops_per_element * h, c.int8_quant_calls)
+            return self.vector_ns(c.quant_ops_per_element * h, c.int8_quant_calls)
         if dt in ("mxfp8", "mxfp4"):
             return self.vector_ns(c.mx_quant_ops_per_element * h, c.mx_quant_calls)
         return 0.0
@@ -147,11 +138,28 @@ class StepTimes:
         """One pair before its write: slot count, the row's MTE2 read, quantization."""
         return self.slot_count_ns(earlier_pairs) + self.mte2_ns(2 * self.shape.hidden) + self.quant_ns()
 
-    def write_ns(self, nbytes: float, one_way_ns: float, remote: bool) -> tuple[float, float]:
+    def write_ns(self, nbytes: float, one_way_ns: float, remote: bool,
+                 peers: int = 0) -> tuple[float, float]:
         """(AIV MTE3 streaming time, wait after it until the write is seen complete) of one
-        window write of ``nbytes``; ``one_way_ns``: the path's latency to the window."""
+        window write of ``nbytes``; ``one_way_ns``: the path's latency to the window;
+        ``peers``: the peers the rank writes to (the what-if stalls)."""
         stream = self.mte3_ns(nbytes)
-        return (stream, self.costs.remote_write_ns + 2 * one_way_ns) if remote else (stream, 0.0)
+        if not remote:
+            return stream, 0.0
+        return stream, self.costs.remote_write_ns + self.costs.stall_ns(peers, True) + 2 * one_way_ns
+
+    def status_land_ns(self, one_way_ns: float, remote: bool) -> float:
+        """From a status block's issue to its landing in the owner's state window."""
+        return self.costs.remote_store_ns + one_way_ns if remote else 0.0
+
+    def status_wait_ns(self, one_way_ns: float, remote: bool) -> float:
+        """From a status block's issue until its writer sees it complete."""
+        return self.costs.remote_store_ns + 2 * one_way_ns if remote else 0.0
+
+    def post_ns(self, record_bytes: float, wqe_bytes: float) -> float:
+        """URMA what-if: the AIV posts one write: ``record_bytes`` to a local send buffer (0:
+        the engine reads the row where it lies) and one WQE of ``wqe_bytes``."""
+        return (self.mte3_ns(record_bytes) if record_bytes else 0.0) + self.mte3_ns(wqe_bytes)
 
     def status_count_ns(self, experts: int) -> float:
         """A source AIV's counts for its ``experts`` statuses (slot-count calls over all pairs)."""
@@ -167,15 +175,23 @@ class StepTimes:
         """One polling round over ``blocks`` status blocks: MTE2, ReduceSum, compare."""
         return self.mte2_ns(blocks * STATUS_BYTES) + self.vector_ns(8 * blocks, 1)
 
+    def _out_parts(self) -> tuple:
+        """Bytes of a received row's row, scales and triple as the copy writes them out."""
+        h, dt = self.shape.hidden, self.shape.dispatch_dtype
+        row = {"int8": h, "mxfp8": h, "mxfp4": -(-h // 2), "bf16": 2 * h}[dt]
+        scale = {"int8": 4, "bf16": 0}.get(dt, 2 * (-(-h // (2 * MX_BLOCK))))
+        return row, scale, TRIPLE_BYTES
+
+    def copy_out_bytes(self) -> int:
+        """Bytes the copy writes to the output per received row."""
+        return sum(self._out_parts())
+
     def copy_row_ns(self) -> float:
         """One received row window -> UB -> output (the row, its scales, its triple); the
         next row's read overlaps the writes."""
-        s = self.shape
-        h, dt = s.hidden, s.dispatch_dtype
-        row = {"int8": h, "mxfp8": h, "mxfp4": -(-h // 2), "bf16": 2 * h}[dt]
-        scale = {"int8": 4, "bf16": 0}.get(dt, 2 * (-(-h // (2 * MX_BLOCK))))
-        out = self.mte3_ns(row) + self.mte3_ns(TRIPLE_BYTES) + (self.mte3_ns(scale) if scale else 0.0)
-        return max(self.mte2_ns(s.record_bytes), out)
+        row, scale, triple = self._out_parts()
+        out = self.mte3_ns(row) + self.mte3_ns(triple) + (self.mte3_ns(scale) if scale else 0.0)
+        return max(self.mte2_ns(self.shape.record_bytes), out)
 
     def update_counts_ns(self) -> float:
         """The last AIV's per-local-expert count words (UpdateTokenNumsOut: per expert two

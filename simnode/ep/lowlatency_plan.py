@@ -18,22 +18,36 @@ tiling; the same family as ops-transformer mc2/moe_distribute_dispatch_v2; facts
   back into the source's window slot token * K + k, with a 32-B status per row; the source
   splits its tokens over its AIVs and sums each token's k rows with their weights.
 
-The window of one rank holds two halves (successive calls alternate, so no clearing
-barrier is needed); each half is the combine region (max tokens x K slots of the BF16 row)
-then the dispatch region (R x local experts x max tokens slots). ``window_sizes`` gives
-the bytes; ``check_limits`` refuses what the published API refuses (``Limits``).
+The window of one rank holds two halves, and so does its state window: successive calls
+alternate (the kernel toggles its half bit per call), so no clearing barrier is needed. A
+plan is one call (``call``: its index; ``half``: which half it uses; ``next_call()``: the
+plan of the call after it). Each data half is the combine region (max tokens x K slots of
+the BF16 row) then the dispatch region (R x local experts x max tokens slots);
+``LLShape.window()`` gives the bytes; ``simnode.ep.lowlatency_limits`` refuses what the
+published API refuses.
 
-Main names: ``LLShape``, ``Limits`` (``API_LIMITS``, ``A3_OP_LIMITS``), ``check_limits``,
-``build_plan`` -> ``LowLatencyPlan``, ``split``, ``WindowSizes``.
+Outputs (``layout``): the packed 2-D rows the Ascend kernel returns, with per-expert counts,
+or DeepEP CUDA's masked 3-D layout (every local expert a block of max tokens x R rows);
+``LowLatencyPlan.output(layout)`` says what the grouped GEMM downstream gets from either.
+
+The plan is an EP family plan (``simnode.ep.phase.TrafficPlan``): ``pair`` [src, dst] rows,
+``wire_row_bytes`` (a record, a BF16 row) and ``counted_row_bytes`` (the byte convention of
+the published test, sgl-kernel-npu tests/python/deepep/test_low_latency.py: hidden +
+hidden / 128 x 4 + 16 B per 8-bit selection, 2 x hidden per BF16 row).
+
+Main names: ``LLShape``, ``build_plan`` -> ``LowLatencyPlan``, ``WindowSizes``, ``LAYOUTS``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
-from simnode.errors import ConfigError
+from simnode.ep.aiv import split
+from simnode.ep.phase import TrafficPlan
 
 #: window slots start on 512-B boundaries (kernel WIN_ADDR_ALIGN)
 SLOT_ALIGN = 512
@@ -47,8 +61,11 @@ TRIPLE_BYTES = 12
 MX_BLOCK = 32
 #: the state window of one rank (kernel STATE_SIZE: two halves of 500 KiB and check words)
 STATE_WINDOW_BYTES = 1024 * 1024
+STATE_HALF_BYTES = 500 * 1024
 #: dispatch record formats: bytes per element of the row
 DISPATCH_DTYPES = ("int8", "mxfp8", "mxfp4", "bf16")
+#: output layouts: Ascend's packed 2-D rows, DeepEP CUDA's masked 3-D blocks
+LAYOUTS = ("packed", "masked")
 
 
 def _align(n: int, a: int) -> int:
@@ -86,12 +103,6 @@ def combine_row_bytes(hidden: int) -> int:
 def combine_slot_bytes(hidden: int) -> int:
     """Distance between two combine slots (512-B aligned BF16 row)."""
     return _align(combine_row_bytes(hidden), SLOT_ALIGN)
-
-
-def split(total: int, parts: int) -> np.ndarray:
-    """``total`` items over ``parts`` as the kernels split them (SplitToCore, SplitCoreCal):
-    equal shares, the remainder one each to the first parts; ``int64 [parts]``."""
-    return np.full(parts, total // parts, dtype=np.int64) + (np.arange(parts) < total % parts)
 
 
 def _starts(counts: np.ndarray) -> np.ndarray:
@@ -166,66 +177,14 @@ class LLShape:
 
 
 @dataclass(frozen=True)
-class Limits:
-    """What the published API accepts; ``name`` says whose limits they are."""
-    name: str
-    max_tokens_per_rank: int = 512      #: tiling BS_UPPER_BOUND; LOW_LATENCY_API.md num_tokens <= 512
-    max_top_k: int = 16                 #: tiling K_MAX; the API's (0, 16]
-    max_experts: int = 512              #: the API's num_experts (0, 512]
-    min_ranks: int = 2                  #: tiling MIN_EP_WORLD_SIZE
-    max_ranks: int = 768                #: tiling MAX_EP_WORLD_SIZE (384 x 2 dies)
-    min_hidden: int = 1024              #: tiling H_MIN
-    max_hidden: int = 8192              #: tiling H_MAX
-    dtypes: tuple = DISPATCH_DTYPES
-
-
-#: sgl-kernel-npu's Buffer.low_latency_dispatch (python/deep_ep/doc/LOW_LATENCY_API.md)
-API_LIMITS = Limits("the DeepEP-Ascend low-latency API (sgl-kernel-npu LOW_LATENCY_API.md)")
-#: the A3 operator itself (tiling MOE_EXPERT_MAX_NUM 1024; facts v4-decode 3, OPT); INT8 or
-#: BF16 rows only (the MX formats are A5-only: deep_ep.cpp is_a5_only_quant)
-A3_OP_LIMITS = Limits("MoeDistributeDispatchV2 on Atlas A3 (its tiling)", max_experts=1024,
-                      dtypes=("int8", "bf16"))
-
-
-def check_limits(shape: LLShape, limits: Limits, hbm_capacity_bytes: float | None = None,
-                 source: str = "workload") -> None:
-    """Raise ``ConfigError`` (naming ``source`` and the field) for a call the API refuses, or
-    whose window does not fit the rank's HBM."""
-    s, lim = shape, limits
-    who = f"({lim.name})"
-    if not lim.min_ranks <= s.num_ranks <= lim.max_ranks:
-        raise ConfigError(source, "num_ranks", s.num_ranks,
-                          f"an EP size in {lim.min_ranks}..{lim.max_ranks} {who}")
-    if not 0 <= s.tokens_per_rank <= lim.max_tokens_per_rank:
-        raise ConfigError(source, "tokens_per_rank", s.tokens_per_rank,
-                          f"0..{lim.max_tokens_per_rank} tokens per rank {who}")
-    if s.max_tokens_per_rank < max(s.tokens_per_rank, 1):
-        raise ConfigError(source, "max_tokens_per_rank", s.max_tokens_per_rank,
-                          f"at least tokens_per_rank ({s.tokens_per_rank}): the window holds "
-                          f"that many tokens per source")
-    if not 1 <= s.top_k <= min(lim.max_top_k, s.num_experts):
-        raise ConfigError(source, "top_k", s.top_k,
-                          f"1..{min(lim.max_top_k, s.num_experts)} experts per token {who}")
-    if not 1 <= s.num_experts <= lim.max_experts:
-        raise ConfigError(source, "num_experts", s.num_experts, f"1..{lim.max_experts} experts {who}")
-    if s.num_experts % s.num_ranks:
-        raise ConfigError(source, "num_experts", s.num_experts,
-                          f"a multiple of num_ranks ({s.num_ranks}): each rank holds an equal block")
-    if not lim.min_hidden <= s.hidden <= lim.max_hidden:
-        raise ConfigError(source, "hidden", s.hidden, f"{lim.min_hidden}..{lim.max_hidden} {who}")
-    if s.dispatch_dtype not in lim.dtypes:
-        raise ConfigError(source, "dispatch_dtype", s.dispatch_dtype,
-                          f"one of {', '.join(lim.dtypes)} {who}")
-    if s.num_aiv < 1:
-        raise ConfigError(source, "num_aiv", s.num_aiv, "at least one AIV")
-    if hbm_capacity_bytes is not None:
-        need = s.window().total
-        if need > hbm_capacity_bytes:
-            raise ConfigError(source, "max_tokens_per_rank", s.max_tokens_per_rank,
-                              f"a window that fits the rank's HBM: two halves of {s.window().half:,} B "
-                              f"+ {STATE_WINDOW_BYTES:,} B of state = {need:,} B, over its "
-                              f"{int(hbm_capacity_bytes):,} B",
-                              "Fewer tokens per rank, experts or a smaller hidden size shrink it.")
+class Output:
+    """Dispatch's output tensor in one layout (every rank allocates the same)."""
+    layout: str                     #: "packed" or "masked"
+    shape: tuple                    #: the tensor's shape: (rows, hidden) or (experts, rows, hidden)
+    allocated_rows: int             #: rows the tensor holds per rank
+    valid_rows: np.ndarray          #: [R] rows holding received tokens
+    max_rows_per_expert: int        #: the most rows one local expert received (any rank)
+    gemm_input: str                 #: what the grouped GEMM downstream is given
 
 
 @dataclass(frozen=True)
@@ -257,12 +216,53 @@ class Writes:
 
 
 @dataclass(frozen=True)
-class LowLatencyPlan:
+class LowLatencyPlan(TrafficPlan):
     """Dispatch and combine of one call on every rank; see the module docstring."""
     shape: LLShape
     topk: np.ndarray = field(repr=False)       #: int [R, tokens, K] expert ids (-1: none)
     dispatch: Writes = field(repr=False)       #: one per valid (token, k) pair
     counts: np.ndarray = field(repr=False)     #: int [src, expert] pairs src sends to expert
+    call: int = 0                              #: which call of a sequence this is (0, 1, ...)
+
+    # -- the EP family's plan ---------------------------------------------------------------
+    @property
+    def num_aiv(self) -> int:
+        return self.shape.num_aiv
+
+    @cached_property
+    def pair(self) -> np.ndarray:
+        """``int64 [src, dst]`` rows src writes into dst's window (its own on the diagonal)."""
+        return self.pair_rows()
+
+    def wire_row_bytes(self, kind: str) -> float:
+        """Payload bytes of one write: a dispatch record, or a combine BF16 row."""
+        return float(self.shape.record_bytes if kind == "dispatch" else self.shape.combine_row_bytes)
+
+    def counted_row_bytes(self, kind: str) -> int:
+        """The published test's bytes per selection: an 8-bit row with its per-128 scales and
+        16 B of metadata, or a BF16 row (test_low_latency.py num_fp8_bytes / num_bf16_bytes)."""
+        h = self.shape.hidden
+        if kind == "dispatch" and self.shape.dispatch_dtype != "bf16":
+            return h + h // 128 * 4 + 16
+        return 2 * h
+
+    # -- the double-buffered window ------------------------------------------------------------
+    @property
+    def half(self) -> int:
+        """The window half (data and state) this call uses: successive calls alternate."""
+        return self.call % 2
+
+    def next_call(self) -> "LowLatencyPlan":
+        """The same routing's plan for the call after this one (the other half)."""
+        return dataclasses.replace(self, call=self.call + 1)
+
+    def window_offsets(self, writes: Writes) -> np.ndarray:
+        """Byte offsets of ``writes`` in the destination's whole data window (this call's half)."""
+        return self.half * self.shape.window().half + writes.offset
+
+    def state_base(self) -> int:
+        """Byte offset of this call's half of the state window."""
+        return self.half * STATE_HALF_BYTES
 
     # -- dispatch -------------------------------------------------------------------------
     def status_counts(self, dst: int) -> np.ndarray:
@@ -342,33 +342,48 @@ class LowLatencyPlan:
         pos = np.arange(len(sel)) - _starts(self.expert_token_nums()[dst])[le]
         return np.stack([le, pos], axis=1)
 
+    def output(self, layout: str) -> "Output":
+        """What dispatch hands the grouped GEMM in ``layout`` ("packed" or "masked")."""
+        s = self.shape
+        nums = self.expert_token_nums()
+        recv = nums.sum(axis=1)
+        if layout == "packed":
+            rows = s.packed_capacity_rows
+            return Output(layout, (rows, s.hidden), rows, recv, int(nums.max(initial=0)),
+                          "grouped GEMM over the packed rows, group_list = rows per local expert "
+                          "(expertTokenNums); only the received rows are computed")
+        if layout == "masked":
+            m = s.masked_rows_per_expert
+            return Output(layout, (s.experts_per_rank, m, s.hidden), s.experts_per_rank * m, recv,
+                          int(nums.max(initial=0)),
+                          f"masked grouped GEMM over [local experts, {m}, hidden] with masked_m = "
+                          f"rows per local expert; each expert's block holds max tokens x ranks rows")
+        raise ValueError(f"layout {layout!r}: expected one of {LAYOUTS}")
+
     # -- combine ----------------------------------------------------------------------------
     def combine_writes(self) -> Writes:
         """Every expert owner's write-backs: its received rows (packed order) in contiguous
         AIV shares, each AIV starting at position (loop + rank) mod its count (the kernel's
         staggered start); row (s, t, k) lands in s's window at slot t x K + k."""
         K, A, R = self.shape.top_k, self.shape.num_aiv, self.shape.num_ranks
-        cols = {n: [] for n in ("src", "aiv", "order", "dst", "token", "k", "slot")}
-        for d in range(R):
-            rows = self.packed_rows(d)
-            n = split(len(rows), A)
-            start = _starts(n)
-            aiv = np.repeat(np.arange(A), n)
-            loop = np.arange(len(rows)) - start[aiv]
-            # the row an AIV handles at its loop-th step: start + (loop + d) mod count
-            pick = start[aiv] + (loop + d) % np.maximum(n[aiv], 1)
-            r = rows[pick]
-            cols["src"].append(np.full(len(rows), d))
-            cols["aiv"].append(aiv)
-            cols["order"].append(loop)
-            cols["dst"].append(r[:, 0])
-            cols["token"].append(r[:, 1])
-            cols["k"].append(r[:, 2])
-            cols["slot"].append(r[:, 1] * K + r[:, 2])
-        c = {n: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64) for n, v in cols.items()}
-        expert = self.topk[c["dst"], c["token"], c["k"]].astype(np.int64)
-        return Writes(c["src"], c["aiv"], c["order"], c["dst"], c["token"], c["k"], expert,
-                      c["slot"], c["slot"] * combine_slot_bytes(self.shape.hidden))
+        w = self.dispatch
+        # every owner's received rows in packed order at once: owner, local expert, source, slot
+        sel = np.lexsort((w.slot, w.src, w.expert % self.shape.experts_per_rank, w.dst))
+        owner = w.dst[sel]
+        per_owner = np.bincount(owner, minlength=R)
+        first = _starts(per_owner)
+        i = np.arange(len(sel)) - first[owner]                  # row index at its owner
+        n = np.stack([split(int(m), A) for m in per_owner])     # [R, A] rows per AIV
+        start = np.concatenate([np.zeros((R, 1), np.int64), np.cumsum(n, axis=1)[:, :-1]], axis=1)
+        aiv = (i[:, None] >= np.cumsum(n, axis=1)[owner]).sum(axis=1)
+        mine = n[owner, aiv]
+        loop = i - start[owner, aiv]
+        # the row an AIV handles at its loop-th step: start + (loop + owner) mod count
+        pick = sel[first[owner] + start[owner, aiv] + (loop + owner) % np.maximum(mine, 1)]
+        token, k = w.token[pick], w.k[pick]
+        slot = token * K + k
+        return Writes(owner, aiv, loop, w.src[pick], token, k, w.expert[pick], slot,
+                      slot * combine_slot_bytes(self.shape.hidden))
 
     def combine_status_offset(self, token, k) -> np.ndarray:
         """Byte offset, in the source's combine state area, of the status of row (token, k)."""
@@ -389,7 +404,8 @@ class LowLatencyPlan:
 
 def build_plan(topk_by_rank, shape: LLShape) -> LowLatencyPlan:
     """The plan from each rank's ``[tokens, top_k]`` expert ids (rank order; -1 = none).
-    Call ``check_limits`` first: this only checks that the ids fit the shape."""
+    Check the limits first (``simnode.ep.lowlatency_limits``): this only checks that the
+    ids fit the shape."""
     R, T, K, E = shape.num_ranks, shape.tokens_per_rank, shape.top_k, shape.num_experts
     topk = np.stack([np.asarray(t, dtype=np.int64).reshape(T, K) for t in topk_by_rank]) \
         if R else np.zeros((0, T, K), np.int64)

@@ -119,11 +119,12 @@ class FlowNetwork:
         return tr
 
     def send_many(self, src, dst, payload_bytes, extra_rows=None, extra_units=None,
-                  flow_key=0, tag=None) -> Group:
+                  flow_key=0, tag=None, cap_GBps=None) -> Group:
         """Send message k of ``payload_bytes[k]`` from ``src[k]`` to ``dst[k]`` for every k at
         once; message k also uses ``extra_units[k, j]`` units of share resource
-        ``extra_rows[k, j]`` (-1: none) in proportion to its progress. Returns one event
-        that fires when the last message has arrived (``Group.arrival_ns`` per message)."""
+        ``extra_rows[k, j]`` (-1: none) in proportion to its progress, and moves at most
+        ``cap_GBps[k]`` wire bytes per ns (None: no cap). Returns one event that fires when
+        the last message has arrived (``Group.arrival_ns`` per message)."""
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         payload = np.asarray(payload_bytes, dtype=float)
@@ -145,7 +146,8 @@ class FlowNetwork:
             all_rows, all_w = ports, w_ports
         self.payload_bytes_sent += float(payload.sum())
         self.messages_sent += n
-        return self.share.start_group(wire, all_rows, all_w, np.full(n, math.inf), lat, tag)
+        caps = np.full(n, math.inf) if cap_GBps is None else np.asarray(cap_GBps, dtype=float)
+        return self.share.start_group(wire, all_rows, all_w, caps, lat, tag)
 
     # -- reports ---------------------------------------------------------------------------
     @property

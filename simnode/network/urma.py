@@ -118,9 +118,10 @@ class RankEndpoints:
         return rows, units
 
     def send_many(self, src, dst, payload_bytes, descriptor_bytes, wqes, peers,
-                  extra_rows=None, extra_units=None, flow_key=0, tag=None) -> Group:
+                  extra_rows=None, extra_units=None, flow_key=0, tag=None, cap_GBps=None) -> Group:
         """Message trains src[k] -> dst[k] of ``wqes[k]`` WQEs, the sender posting to
-        ``peers[k]`` peers in all; one event for the arrival of them all."""
+        ``peers[k]`` peers in all (each at most ``cap_GBps[k]`` wire bytes per ns, None: no
+        cap); one event for the arrival of them all."""
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         payload = np.asarray(payload_bytes, dtype=float)
@@ -130,7 +131,7 @@ class RankEndpoints:
         if extra_rows is not None:
             rows = np.concatenate([rows, np.asarray(extra_rows, dtype=np.int64)], axis=1)
             units = np.concatenate([units, np.asarray(extra_units, dtype=float)], axis=1)
-        return self.net.send_many(src, dst, payload, rows, units, flow_key, tag)
+        return self.net.send_many(src, dst, payload, rows, units, flow_key, tag, cap_GBps)
 
     def send(self, src: int, dst: int, payload_bytes: float, descriptor_bytes: float, wqes: int,
              flow_key: int = 0, peers: int = 1) -> Transfer:

@@ -10,12 +10,15 @@ from simnode.config.params import params_of
 from simnode.ep import fields
 from simnode.ep.deepep import DeepEPCosts
 from simnode.ep.deepep_hccs import HccsCosts
+from simnode.ep.lowlatency_costs import LowLatencyCosts
 from simnode.workloads.registry import get_kind
 
 #: (kind, topology, workload) of every kind that runs the family's kernels
 EP_KINDS = [("deepep", "atlas950-supernode.yaml", "deepep-normal.yaml"),
             ("deepep_hccs", "atlas900-a3-superpod.yaml", "deepep-a3-normal.yaml"),
-            ("moe_layer", "atlas950-supernode.yaml", "moe-layer.yaml")]
+            ("moe_layer", "atlas950-supernode.yaml", "moe-layer.yaml"),
+            ("deepep_ll", "atlas950-supernode.yaml", "deepep-ll.yaml"),
+            ("deepep_ll_hccs", "atlas900-a3-superpod.yaml", "deepep-ll-a3.yaml")]
 SHARED = (*fields.SHAPE, *fields.ROUTING, fields.BATCH_WINDOW_NS)
 
 
@@ -29,9 +32,14 @@ def test_every_ep_kind_composes_the_family_declarations(kind):
 def test_the_members_costs_share_the_family_costs():
     shared = {p.name for p in params_of(fields.EPCosts)}
     assert shared == {"kernel_launch_ns", "remote_store_ns", "reduce_ops_per_element"}
-    for cls in (DeepEPCosts, HccsCosts):
+    for cls in (DeepEPCosts, HccsCosts, LowLatencyCosts):
         mine = {p.name: p for p in params_of(cls)}
         for p in params_of(fields.EPCosts):
+            assert mine[p.name] == p
+    # the A3 path's constants: one declaration for the normal and the low-latency kernels
+    for cls in (HccsCosts, LowLatencyCosts):
+        mine = {p.name: p for p in params_of(cls)}
+        for p in params_of(fields.AivWindowCosts):
             assert mine[p.name] == p
 
 

@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simnode.errors import ConfigError
-from simnode.ep.lowlatency_plan import (A3_OP_LIMITS, API_LIMITS, SLOT_ALIGN, STATE_WINDOW_BYTES,
-                                        LLShape, build_plan, check_limits, combine_slot_bytes,
-                                        record_bytes, slot_bytes, split)
+from simnode.ep.aiv import split
+from simnode.ep.lowlatency_limits import A3_OP_LIMITS, API_LIMITS, check_limits
+from simnode.ep.lowlatency_plan import (SLOT_ALIGN, STATE_WINDOW_BYTES, LLShape, build_plan,
+                                        combine_slot_bytes, record_bytes, slot_bytes)
 from simnode.ep.routing import route_supernode
 
 #: the published A3 case (facts v4-decode 3): 128 tokens per rank, hidden 7168, top-8 of 256

@@ -129,7 +129,7 @@ def test_a_cost_per_peer_grows_with_the_peers(repo_root):
 
 
 def test_the_stall_shapes():
-    c = HccsCosts(0, 0, 0, 0, 0, 0, 0, remote_read_GBps=0, peer_cache_entries=32, read_miss_ns=10, write_miss_ns=0,
+    c = HccsCosts(0, 0, 0, 0, 0, 0, remote_read_GBps=0, peer_cache_entries=32, read_miss_ns=10, write_miss_ns=0,
                   read_ns_per_peer=0, write_ns_per_peer=0.5)
     assert c.miss_fraction(16) == 0 and c.miss_fraction(64) == 0.5
     assert c.stall_ns(64, write=False) == 5.0 and c.stall_ns(64, write=True) == 32.0
