@@ -250,12 +250,12 @@ def _masked_block_m(chip: ChipSpec, p: GroupedGemmParams, cores: int) -> int:
     return best[1]
 
 
-def cann_block_m(m: int) -> int:
+def cann_block_m(m: int, base: int = CANN_BASE_M) -> int:
     """Rows of an expert's basic blocks in CANN's grouped matmul (its controller: baseM, or
-    the expert cut in 2 or 4 equal blocks when it holds 257..1023 rows)."""
-    if m <= CANN_BASE_M or m >= 4 * CANN_BASE_M:
-        return CANN_BASE_M
-    return -(-m // 2) if m <= 2 * CANN_BASE_M else -(-m // 4)
+    the expert cut in 2 or 4 equal blocks when it holds base+1 .. 4 base - 1 rows)."""
+    if m <= base or m >= 4 * base:
+        return base
+    return -(-m // 2) if m <= 2 * base else -(-m // 4)
 
 
 def _cann_tiling(chip: ChipSpec, p: GroupedGemmParams, cores: int) -> GemmTiling:
@@ -310,7 +310,7 @@ def expert_blocks(p: GroupedGemmParams, t: GemmTiling) -> list[ExpertBlock]:
     cap = p.buffer_m
     for e, m in enumerate(p.m_per_expert):
         if p.layout == "packed":                 # CANN: blocks of exactly their rows
-            bme = cann_block_m(m) if not p.block_m else bm
+            bme = cann_block_m(m, bm)
             for j in range(-(-m // bme)):
                 rows = min(bme, m - j * bme)
                 out.append(ExpertBlock(e, j, j * bme, rows, rows, rows, (e, j)))
