@@ -85,7 +85,7 @@ class SwigluParams:
     stages: int = param(3, "input/output row buffers per AIV (S3 num_stages = 3)", unit="buffers",
                         min=1)
     clamp_limit: float = param(0.0, "clamp the inputs to this before SwiGLU (0 = no clamp; "
-                               "DeepSeek-V4: 10)", min=0)
+                               "DeepSeek-V4: 10)", unit="1", min=0)
 
     def __post_init__(self):
         if isinstance(self.rows, numbers.Integral) and not isinstance(self.rows, bool):

@@ -58,6 +58,7 @@ MAX_SEGMENTS = 8
 NOISE = 0.03
 
 _MEMO: dict = {}
+_KEYS: dict = {}                  # (id(chip), id(params)) -> (chip, params, key): kept alive
 
 
 @dataclass(frozen=True)
@@ -84,21 +85,24 @@ def pinned(chip, p: GroupedGemmParams) -> GroupedGemmParams:
                    l1_stages=t.l1_stages, num_cores=t.num_cores, max_m=0)
 
 
-def half_hbm(chip):
-    """``chip`` with half its HBM bandwidth."""
-    return dataclasses.replace(chip, memory=dataclasses.replace(
-        chip.memory, hbm_bandwidth_GBps=chip.memory.hbm_bandwidth_GBps / 2))
-
-
 def _makespan(chip, p) -> float:
     from simnode.hardware.chip import ChipSim
     return ChipSim(chip).run(grouped_gemm_schedule(chip, p)).makespan_ns
 
 
+def _key(chip, p) -> tuple:
+    """What a knot's runs depend on: the chip and the kernel but its counts (memoized by the
+    chip's and the kernel's identity, as a rank's many lookups repeat them)."""
+    key = (id(chip), id(p))
+    if key not in _KEYS:
+        _KEYS[key] = (chip, p, (repr(chip), replace(p, m_per_expert=())))
+    return _KEYS[key][2]
+
+
 def knot(chip, p: GroupedGemmParams, rows: int) -> Knot:
     """The knot at ``rows`` for ``p``'s kernel (``p`` pinned): experts of ``rows`` rows in
     one and two waves, alone and at half the HBM bandwidth (four pipe-level runs)."""
-    key = ("knot", repr(chip), dataclasses.replace(p, m_per_expert=()), rows)
+    key = ("knot", _key(chip, p), rows)
     if key in _MEMO:
         return _MEMO[key]
     t = grouped_tiling(chip, replace(p, m_per_expert=(rows,)))
@@ -106,7 +110,7 @@ def knot(chip, p: GroupedGemmParams, rows: int) -> Knot:
     e1 = max(1, math.ceil(t.num_cores / per_expert))
     waves = [math.ceil(e * per_expert / t.num_cores) for e in (e1, 2 * e1)]
     fit = []
-    for c in (chip, half_hbm(chip)):
+    for c in (chip, profiles.half_hbm(chip)):
         t1, t2 = (_makespan(c, replace(p, m_per_expert=(rows,) * e)) for e in (e1, 2 * e1))
         unit = (t2 - t1) / (waves[1] - waves[0])
         fit += [t1 - waves[0] * unit, unit]
@@ -171,8 +175,9 @@ def segments(chip, p: GroupedGemmParams) -> tuple[list, float]:
         segs = profiles.with_hbm_bytes(prof.segments(units), hbm)
         return segs, gap_share(chip, prof.time_ns(units), half, hbm)
     busiest, best = [], -1.0
+    costs: dict = {}
     for rows in block_rows_by_core(chip, q):
-        knots = [cost(chip, q, r) for r in rows]
+        knots = [costs[r] if r in costs else costs.setdefault(r, cost(chip, q, r)) for r in rows]
         total = sum(k.unit_ns for k in knots)
         if total > best:
             busiest, best = knots, total
@@ -203,7 +208,7 @@ def _swiglu_knot(chip, p) -> Knot:
     if key in _MEMO:
         return _MEMO[key]
     fit = []
-    for c in (chip, half_hbm(chip)):
+    for c in (chip, profiles.half_hbm(chip)):
         if few:
             fit += [ChipSim(c).run(swiglu_schedule(c, p)).makespan_ns, 0.0]
             continue

@@ -81,6 +81,12 @@ def fit(name: str, unit: str, runs: list[tuple[float, float, float, dict]]) -> K
                          dict(busy), bottleneck, (u1, u2))
 
 
+def half_hbm(chip):
+    """``chip`` with half its HBM bandwidth (the burst shape's second run)."""
+    return replace(chip, memory=replace(chip.memory,
+                                        hbm_bandwidth_GBps=chip.memory.hbm_bandwidth_GBps / 2))
+
+
 def with_hbm_bytes(segments: list, hbm_bytes: float) -> list:
     """The segments' times with ``hbm_bytes`` of HBM traffic spread over them in proportion
     to their time (a kernel's traffic taken from its roofline's unique bytes rather than from
@@ -143,7 +149,6 @@ def grouped_gemm_profile(chip, n: int, k: int, act_dtype: str, weight_dtype: str
         runs.append((gemm_units(chip, p), *_run_grouped(chip, p)))
     prof = fit(f"grouped_gemm {act_dtype}x{weight_dtype} n{n} k{k}", "wave", runs)
     if burst:
-        from simnode.moe.decode_profiles import half_hbm
         slow = half_hbm(chip)
         half = fit(prof.name, "wave", [(u, *_run_grouped(slow, q)) for (u, *_), q in zip(runs, fits)])
         prof = replace(prof, fixed_half_ns=half.fixed_ns, unit_half_ns=half.unit_ns)
