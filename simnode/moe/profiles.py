@@ -128,7 +128,8 @@ def grouped_gemm_profile(chip, n: int, k: int, act_dtype: str, weight_dtype: str
     they are more than the arguments say; ``burst``: fit it at half the HBM bandwidth too
     (the burst shape of its loads, ``decode_profiles.gap_share``)."""
     key = ("gg", repr(chip), n, k, act_dtype, weight_dtype, out_dtype, layout, num_cores)
-    if base is not None:
+    pinned = base is not None             # a kernel's own tiling: its experts as its
+    if pinned:
         key += (replace(base, m_per_expert=()), burst)
     if key in _MEMO:
         return _MEMO[key]
@@ -139,11 +140,14 @@ def grouped_gemm_profile(chip, n: int, k: int, act_dtype: str, weight_dtype: str
     t = grouped_tiling(chip, base)
     per_mblock = math.ceil(n / t.block_n)                     # blocks of one m-block of rows
     runs, fits = [], []
+    e1 = max(1, math.ceil(t.num_cores / per_mblock))      # pinned: 1 and 3 times as many experts
     for waves in (2, 6):
         # experts of 2 m-blocks each (their weights reused by a second block, as in a layer)
         mblocks = max(1, math.ceil(waves * t.num_cores / per_mblock))
         experts = max(1, mblocks // 2)
         m = [2 * t.block_m] * experts + ([t.block_m] if mblocks % 2 else [])
+        if pinned:
+            m = [2 * t.block_m] * (e1 * waves // 2)
         p = replace(base, m_per_expert=tuple(m))
         fits.append(p)
         runs.append((gemm_units(chip, p), *_run_grouped(chip, p)))

@@ -248,6 +248,11 @@ def _plots(folder: ResultFolder, published=()) -> list[str]:
                            "Each run's layer time, split for its straggler (the rank the others wait "
                            "for): compute, communication not hidden behind compute, and the wait for "
                            "slower ranks at the barriers. The three add up to the layer time."))
+    if plots.has_decode(pts):
+        out.append(_figure(plots.decode_breakdown_png(pts, "decode MoE layer: where the time goes"),
+                           "decode MoE layer breakdown",
+                           "Each run's straggler: its main stream kernel by kernel (stacked), its "
+                           "shared experts' stream beside it (hatched) and the layer's time (tick)."))
     strips = [p for p in pts if plots.has_rank_strip(p)]
     for p in strips[:MAX_HEATMAPS]:
         out.append(_figure(plots.rank_strip_png(p, title=p.label), f"per-rank breakdown {p.label}",

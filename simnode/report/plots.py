@@ -321,6 +321,47 @@ def layer_breakdown_png(points, title: str = "") -> bytes:
     return _stacked_png(fig, ax, title)
 
 
+#: a decode layer's main stream, in the order its kernels run (``breakdown_us`` of moe_layer
+#: with comm = low_latency), stacked; its shared stream and the layer are drawn beside them
+DECODE_PARTS = (("dispatch", "dispatch", "tab:orange"), ("gemm1", "grouped GEMM 1", "tab:blue"),
+                ("swiglu", "SwiGLU", "tab:green"), ("gemm2", "grouped GEMM 2", "tab:cyan"),
+                ("combine", "combine", "tab:red"))
+
+
+def _decode(point) -> dict:
+    b = point.result.details.get("breakdown_us")
+    return b if isinstance(b, dict) and all(k in b for k, _, _ in DECODE_PARTS) else {}
+
+
+def has_decode(points) -> bool:
+    return any(_decode(p) for p in points)
+
+
+def decode_breakdown_png(points, title: str = "") -> bytes:
+    """One stacked bar per decode-layer run (a point of a sweep over tokens per rank, say):
+    the straggler's main stream kernel by kernel, beside it its shared experts' stream (a
+    hatched bar) and the layer's time (a black tick): flat bars while weights and latencies
+    set the time, growing ones once the rows do."""
+    points = [p for p in points if _decode(p)]
+    if not points:
+        raise ValueError("no decode-layer breakdown to plot")
+    fig = Figure(figsize=(max(5.0, 0.8 * len(points) + 2.5), 4.4))
+    ax = fig.subplots()
+    x = np.arange(len(points))
+    bottom = np.zeros(len(points))
+    parts = [_decode(p) for p in points]
+    for key, label, color in DECODE_PARTS:
+        v = np.array([b[key] for b in parts])
+        ax.bar(x - 0.15, v, 0.5, bottom=bottom, label=label, color=color)
+        bottom += v
+    ax.bar(x + 0.3, [b.get("shared_stream", 0.0) for b in parts], 0.2, label="shared stream",
+           color="white", edgecolor="black", hatch="//")
+    ax.plot(x, [b.get("layer", 0.0) for b in parts], "k_", markersize=22, label="layer")
+    ax.set_xticks(x, [p.label for p in points], rotation=35, ha="right", fontsize=7)
+    ax.set_ylabel("time (us)")
+    return _stacked_png(fig, ax, title)
+
+
 def _per_rank(point) -> list:
     f = point.result.details.get("per_rank")
     if isinstance(f, list) and f and all(isinstance(r, dict) and all(k in r for k, _, _ in LAYER_PARTS)

@@ -102,3 +102,15 @@ def test_nothing_to_plot_is_a_value_error(deepep_run_dir):
         plots.series_png([])
     with pytest.raises(ValueError, match="headline"):
         plots.sweep_png(points, "num_ranks")             # one point: nothing to draw a line of
+
+
+def test_a_decode_layer_breakdown_is_a_nonblank_png():
+    """The decode layer's breakdown_us per point: its main stream stacked kernel by kernel,
+    the shared stream and the layer beside it."""
+    parts = {"dispatch": 9.0, "gemm1": 66.0, "swiglu": 5.0, "gemm2": 35.0, "combine": 13.0,
+             "shared_stream": 55.0, "exposed_comm": 13.0, "layer": 128.0}
+    pts = [_point({"tokens_per_rank": t}, figures=[Figure("breakdown_us", {k: v * t for k, v in parts.items()}, "us")])
+           for t in (1, 2)]
+    assert plots.has_decode(pts)
+    assert_nonblank_png(plots.decode_breakdown_png(pts, "decode"))
+    assert not plots.has_decode([_point({}, figures=[Figure("layer_ns", 1.0, "ns")])])
