@@ -79,9 +79,9 @@ def local_counts(plan, r: int) -> list:
     return [int(x) for x in plan.expert_token_nums()[r]]
 
 
-def steps_us(sim) -> dict:
-    """The member's per-step breakdown of its kernel time, mean over ranks, in us
-    (``LowLatencySim.steps``: launch, quantize, write, status, wait, copy, reduce)."""
-    from simnode.ep.lowlatency import STEPS
-    mean = sim.steps.mean(axis=0)
-    return {name: round(units.ns_to_us(float(v)), 3) for name, v in zip(STEPS, mean)}
+def steps_us(times: list, kind: str) -> dict:
+    """The member's breakdown of its ``kind`` kernel's time into its steps (launch, quantize,
+    write, status, wait, copy, reduce: ``steps_of`` each rank's phases), mean over ranks, us."""
+    from simnode.ep.lowlatency import STEPS, steps_of
+    per = [steps_of(t.phases, kind) for t in times]
+    return {name: round(units.ns_to_us(sum(d[name] for d in per) / len(per)), 3) for name in STEPS}

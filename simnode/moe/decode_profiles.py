@@ -48,8 +48,12 @@ from simnode.moe import profiles
 
 #: block row counts at which a decode-shape grouped GEMM is profiled: the cost of a block is
 #: flat while the decode or the cube's saturating m binds and grows with its rows after, so
-#: the knots are dense where it bends (32..64) and sparse beyond
-BLOCK_ROW_KNOTS = (1, 16, 32, 48, 64, 96, 128, 192, 256)
+#: the knots are dense where it bends (32..64) and sparse where it is linear (64..256: CANN's
+#: kernel at 96 and 192 rows within 1% of the line between its knots)
+BLOCK_ROW_KNOTS = (1, 16, 32, 48, 64, 128, 256)
+#: a knot whose loads at half the HBM bandwidth would take less than this share of its time
+#: alone cannot be bound by it: its half-bandwidth runs are skipped (its time is the same)
+UNBOUND_SHARE = 0.75
 #: segments a replayed kernel is cut into (its fixed part and its waves), as profiles'
 MAX_SEGMENTS = 8
 #: the pipe-level engine's spread between runs of one cube-bound kernel at full and at half
@@ -85,9 +89,11 @@ def pinned(chip, p: GroupedGemmParams) -> GroupedGemmParams:
                    l1_stages=t.l1_stages, num_cores=t.num_cores, max_m=0)
 
 
-def _makespan(chip, p) -> float:
+def _run(chip, p) -> tuple[float, float]:
+    """(makespan ns, HBM bytes) of ``p`` on the pipe-level engine."""
     from simnode.hardware.chip import ChipSim
-    return ChipSim(chip).run(grouped_gemm_schedule(chip, p)).makespan_ns
+    run = ChipSim(chip).run(grouped_gemm_schedule(chip, p))
+    return run.makespan_ns, run.hbm_bytes
 
 
 def _key(chip, p) -> tuple:
@@ -101,7 +107,8 @@ def _key(chip, p) -> tuple:
 
 def knot(chip, p: GroupedGemmParams, rows: int) -> Knot:
     """The knot at ``rows`` for ``p``'s kernel (``p`` pinned): experts of ``rows`` rows in
-    one and two waves, alone and at half the HBM bandwidth (four pipe-level runs)."""
+    one and two waves, alone and at half the HBM bandwidth (four pipe-level runs; two when
+    half the bandwidth could not bind, ``UNBOUND_SHARE``)."""
     key = ("knot", _key(chip, p), rows)
     if key in _MEMO:
         return _MEMO[key]
@@ -109,9 +116,12 @@ def knot(chip, p: GroupedGemmParams, rows: int) -> Knot:
     per_expert = math.ceil(p.n / t.block_n)                  # blocks of one expert of <= BLOCK_M rows
     e1 = max(1, math.ceil(t.num_cores / per_expert))
     waves = [math.ceil(e * per_expert / t.num_cores) for e in (e1, 2 * e1)]
-    fit = []
+    fit, hbm = [], 0.0
     for c in (chip, profiles.half_hbm(chip)):
-        t1, t2 = (_makespan(c, replace(p, m_per_expert=(rows,) * e)) for e in (e1, 2 * e1))
+        if fit and hbm / c.memory.hbm_bandwidth_GBps < UNBOUND_SHARE * t2:
+            fit += fit                      # half the bandwidth cannot bind: the same costs
+            break
+        (t1, _), (t2, hbm) = (_run(c, replace(p, m_per_expert=(rows,) * e)) for e in (e1, 2 * e1))
         unit = (t2 - t1) / (waves[1] - waves[0])
         fit += [t1 - waves[0] * unit, unit]
     k = Knot(rows, *fit)

@@ -291,7 +291,7 @@ def _decode_figures(lr, s: int) -> list:
              "gemm2": total("gemm2"), "combine": total("combine"), "shared_stream": shared,
              "exposed_comm": exposed, "layer": lr.layer_ns}
     gemm = parts["gemm1"] + parts["gemm2"]
-    sims = {kind: sim for kind, (sim, _) in lr.kernels.items()}
+    times = {kind: t for kind, (_, t) in lr.kernels.items()}
     return [
         fig("comm", lr.params.comm, "", "dispatch and combine kernels"),
         fig("breakdown_us", {k: us(v) for k, v in parts.items()}, "us",
@@ -304,8 +304,8 @@ def _decode_figures(lr, s: int) -> list:
             headline=True),
         fig("comm_us", units.ns_to_us(parts["dispatch"] + parts["combine"]), "us",
             "the straggler's dispatch + combine", headline=True),
-        fig("dispatch_steps_us", comm.steps_us(sims["dispatch"]), "us",
+        fig("dispatch_steps_us", comm.steps_us(times["dispatch"], "dispatch"), "us",
             "the low-latency dispatch's steps, mean over ranks"),
-        fig("combine_steps_us", comm.steps_us(sims["combine"]), "us",
+        fig("combine_steps_us", comm.steps_us(times["combine"], "combine"), "us",
             "the low-latency combine's steps, mean over ranks"),
     ]

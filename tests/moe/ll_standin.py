@@ -1,7 +1,8 @@
 """A minimal stand-in for the EP family's low-latency member (``simnode.ep.lowlatency``),
 with its public surface on a shared ``Fabric``, for the MoE layer's tests while the member
 is built: ``LowLatencySim(topology, plan, costs, *, fabric, name)``, ``prepare(kind)``,
-``dispatch_rank(r, t)`` / ``combine_rank(r, t)``, ``steps`` [R, len(STEPS)], ``STEPS``.
+``dispatch_rank(r, t)`` / ``combine_rank(r, t)`` (marking their phases), ``STEPS`` and
+``steps_of(phases, kind)``.
 
 Its kernels: launch, every rank's rows to each peer as one flow over the network (a record
 per dispatch row, a BF16 row per combine row), then a barrier (every rank's statuses) and a
@@ -19,6 +20,11 @@ import numpy as np
 from simnode.ep.kernel import EPKernel
 
 STEPS = ("launch", "quantize", "write", "status", "wait", "copy", "reduce")
+
+
+def steps_of(phases: dict, kind: str) -> dict:
+    """ns of each of ``STEPS`` in one rank's phases (named by their steps here)."""
+    return {name: (phases[name][1] - phases[name][0]) if name in phases else 0.0 for name in STEPS}
 COPY_NS = 1000.0
 
 
@@ -27,7 +33,6 @@ class LowLatencySim(EPKernel):
         super().__init__(topology, plan, costs, name=name)
         self.fab = fabric
         self.attach(fabric.env, fabric.net, fabric.max_latency_ns)
-        self.steps = np.zeros((self.spec.num_ranks, len(STEPS)))
 
     def prepare(self, kind: str) -> None:
         self.kind = kind
@@ -47,11 +52,10 @@ class LowLatencySim(EPKernel):
         w = env.now
         yield from self.barrier(f"{self.name}.status", r, 100.0)
         yield env.timeout(COPY_NS)
-        i = STEPS.index("copy" if self.kind == "dispatch" else "reduce")
-        self.steps[r, 0] = s - t.start_ns
-        self.steps[r, 2] = w - s
-        self.steps[r, 4] = env.now - COPY_NS - w
-        self.steps[r, i] = COPY_NS
+        t.mark("launch", t.start_ns, s)
+        t.mark("write", s, w)
+        t.mark("wait", w, env.now - COPY_NS)
+        t.mark("copy" if self.kind == "dispatch" else "reduce", env.now - COPY_NS, env.now)
         yield from self.kernel_end(self.kind, r, t)
 
     def dispatch_rank(self, r: int, t):
@@ -67,5 +71,5 @@ def install() -> None:
         import simnode.ep.lowlatency  # noqa: F401
     except ImportError:
         mod = types.ModuleType("simnode.ep.lowlatency")
-        mod.LowLatencySim, mod.STEPS = LowLatencySim, STEPS
+        mod.LowLatencySim, mod.STEPS, mod.steps_of = LowLatencySim, STEPS, steps_of
         sys.modules["simnode.ep.lowlatency"] = mod
