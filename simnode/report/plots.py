@@ -307,18 +307,26 @@ def layer_breakdown_png(points, title: str = "") -> bytes:
     points = [p for p in points if _has_breakdown(p)]
     if not points:
         raise ValueError("no results with a compute / exposed communication / wait split to plot")
+    flats = [p.result.details for p in points]        # each a flat view, built once
+    fig, ax, _ = _stacked_bars(points, [{k: units.ns_to_us(d[k]) for k, _, _ in LAYER_PARTS}
+                                        for d in flats], LAYER_PARTS)
+    ax.set_ylabel("layer time (us)")
+    return _stacked_png(fig, ax, title)
+
+
+def _stacked_bars(points, rows: list, parts, shift: float = 0.0, width: float = 0.7):
+    """(figure, axes, x) with one bar per point, ``parts`` (key, label, colour) of each of
+    ``rows`` (one mapping per point) stacked, ``shift`` off its tick."""
     fig = Figure(figsize=(max(5.0, 0.7 * len(points) + 2.5), 4.4))
     ax = fig.subplots()
     x = np.arange(len(points))
     bottom = np.zeros(len(points))
-    flats = [p.result.details for p in points]        # each a flat view, built once
-    for key, label, color in LAYER_PARTS:
-        v = np.array([units.ns_to_us(d[key]) for d in flats])
-        ax.bar(x, v, 0.7, bottom=bottom, label=label, color=color)
+    for key, label, color in parts:
+        v = np.array([r[key] for r in rows])
+        ax.bar(x + shift, v, width, bottom=bottom, label=label, color=color)
         bottom += v
     ax.set_xticks(x, [p.label for p in points], rotation=35, ha="right", fontsize=7)
-    ax.set_ylabel("layer time (us)")
-    return _stacked_png(fig, ax, title)
+    return fig, ax, x
 
 
 #: a decode layer's main stream, in the order its kernels run (``breakdown_us`` of moe_layer
@@ -345,19 +353,11 @@ def decode_breakdown_png(points, title: str = "") -> bytes:
     points = [p for p in points if _decode(p)]
     if not points:
         raise ValueError("no decode-layer breakdown to plot")
-    fig = Figure(figsize=(max(5.0, 0.8 * len(points) + 2.5), 4.4))
-    ax = fig.subplots()
-    x = np.arange(len(points))
-    bottom = np.zeros(len(points))
     parts = [_decode(p) for p in points]
-    for key, label, color in DECODE_PARTS:
-        v = np.array([b[key] for b in parts])
-        ax.bar(x - 0.15, v, 0.5, bottom=bottom, label=label, color=color)
-        bottom += v
+    fig, ax, x = _stacked_bars(points, parts, DECODE_PARTS, -0.15, 0.5)
     ax.bar(x + 0.3, [b.get("shared_stream", 0.0) for b in parts], 0.2, label="shared stream",
            color="white", edgecolor="black", hatch="//")
     ax.plot(x, [b.get("layer", 0.0) for b in parts], "k_", markersize=22, label="layer")
-    ax.set_xticks(x, [p.label for p in points], rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("time (us)")
     return _stacked_png(fig, ax, title)
 
