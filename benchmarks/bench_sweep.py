@@ -2,7 +2,7 @@
 ``simnode.commands.sweep.run_sweep`` on 1 and on 2 worker processes (and, with ``--dask``, on a
 2-process dask LocalCluster). Checks that every executor returns identical results
 (the whole result dict, link time series included) and prints each wall time and the
-speed-up ratio 1-process wall / N-process wall (issue 5: faster on 2 than on 1).
+speed-up ratio 1-process wall / N-process wall (the target: faster on 2 than on 1).
 
 The sweep is as fast as its slowest point (EP128 is ~2/3 of the serial time), so on
 2 cores the ratio stays well below 2.

@@ -1,6 +1,7 @@
-"""Draw the README's EP-scale picture (docs/ep-band.png) from `simnode sweep --band --out`
-folders: dispatch and combine GB/s against num_ranks, one line per calibration overlay, the
-band between them shaded, and the published figures of validation/published.yaml as stars.
+"""Draw the EP-scale picture of docs/calibration.md (docs/ep-band.png) from `simnode sweep
+--band --out` folders: dispatch and combine GB/s against num_ranks, one line per calibration
+overlay, the band between them shaded, and the published figures of
+validation/published.yaml as stars.
 
     simnode sweep topologies/atlas950-supernode.yaml workloads/deepep-normal.yaml \
         --param num_ranks=8,16,32,64,128,256 \
@@ -11,8 +12,9 @@ band between them shaded, and the published figures of validation/published.yaml
     python docs/ep_band.py /tmp/ep-band /tmp/ep-band-512 /tmp/ep-band-1024 docs/ep-band.png
 
 Several folders draw as one sweep: the published 256 experts do not split over 512 or 1024
-ranks, so those sizes are their own sweeps (one expert per rank, as at EP256; README, Both
-shapes fitted); each folder must be a band sweep over num_ranks with the same overlays.
+ranks, so those sizes are their own sweeps (one expert per rank, as at EP256;
+docs/calibration.md, "The band between two calibrations"); each folder must be a band sweep
+over num_ranks with the same overlays.
 It is the report's own plot (``simnode.report.plots.sweep_png``, which ``simnode report``
 embeds for one folder), narrowed to the two figures the published points measure.
 """

@@ -25,8 +25,8 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # numpy advises the kernel to back arrays of >= 4 MiB with huge pages; with THP "madvise" a
 # fault in such an array may compact memory first. A large network run allocates arrays of
-# its ~10^6 classes at every wake: that cost ~2 s of system time of ~19 s at DeepEP EP512
-# (both processes, 2.76/2.37 -> 0.94/0.98 s; user time and peak RSS unchanged; GEMM unchanged).
+# its ~10^6 classes at every wake, where the compaction costs seconds of system time (DeepEP
+# EP512: ~2.5 s with the advice, ~1 s without; user time and peak memory alike).
 os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 from simnode.errors import SimnodeError  # noqa: E402

@@ -12,21 +12,6 @@ BYTES_PER_GB = 1e9
 FLOP_PER_TFLOP = 1e12
 
 
-def cycles_to_ns(cycles: float, freq_GHz: float) -> float:
-    """Cycles of a clock at ``freq_GHz`` to nanoseconds."""
-    return cycles / freq_GHz
-
-
-def ns_to_cycles(time_ns: float, freq_GHz: float) -> float:
-    """Nanoseconds to cycles of a clock at ``freq_GHz``."""
-    return time_ns * freq_GHz
-
-
-def bytes_per_cycle_to_GBps(bytes_per_cycle: float, freq_GHz: float) -> float:
-    """A per-cycle rate to GB/s (= bytes/ns)."""
-    return bytes_per_cycle * freq_GHz
-
-
 def KiB_to_bytes(capacity_KiB: float) -> int:
     return int(capacity_KiB * BYTES_PER_KiB)
 

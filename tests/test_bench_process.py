@@ -1,8 +1,9 @@
 """The speed harness's memory sampler (benchmarks/process.py): the peak it reports for a process
 tree is the tree's, whether it reads PSS at every sample or only when the resident sizes say a
-sample could set a new peak (issue 17's rows are judged by it)."""
+sample could set a new peak (the speed targets' rows are judged by it); and the rows themselves."""
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,3 +59,18 @@ def test_bounded_sampler_reads_pss_less_often_for_the_same_peak():
     assert abs(bounded["pss_sum_MiB"] - every["pss_sum_MiB"]) < 16
     # without a sampler the peak is the largest process's max RSS alone
     assert none["pss_reads"] == 0 and none["peak_MiB"] == none["max_rss_one_MiB"]
+
+
+def test_every_row_runs_shipped_files_and_only_named_rows_run_on_demand():
+    """bench_targets.py is the one way to measure a row: every row but the on-demand ones by
+    default, any row by name (``--only``)."""
+    rows = _process().ROWS
+    for row in rows.values():
+        assert row.argv[:2] == ("simnode", "run"), row.name
+        assert all((ROOT / a).exists() for a in row.argv if a.endswith(".yaml")), row.name
+    code = ("import sys; sys.path.insert(0, 'benchmarks'); import bench_targets as b; "
+            "print(b.selected([])); print(b.selected(['deepep-ep2048']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0] == str([n for n, r in rows.items() if not r.on_demand])
+    assert out[1] == "['deepep-ep2048']" and rows["deepep-ep2048"].on_demand

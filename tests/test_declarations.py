@@ -3,8 +3,10 @@ that declaration: each kind's fields, the chip and supernode specs, and what the
 
 - a kind's fields are declarations, each name once, with a doc and (numbers) a unit;
 - no dataclass that carries a kind's parameters declares a default of its own beside the
-  declaration (the drift this replaced: gemm's epilogue was in GemmParams, not the kind);
+  declaration (two defaults of one parameter drift apart);
 - every ``params["name"]`` a kind's module reads is one of its declared fields;
+- a field name means one thing: two kinds that declare it (simnode's own, or plugged in
+  through ``SIMNODE_KINDS``) give it the same type, unit, bounds and choices;
 - the chip and supernode specs are read only through their declarations (no hand-written
   ``r.number("key")`` reader), and every key of a shipped topology file is declared.
 """
@@ -20,7 +22,8 @@ from simnode.config import comments, params
 from simnode.config.chip import ChipSpec
 from simnode.config.params import Param
 from simnode.config.supernode import SupernodeSpec
-from simnode.workloads.registry import all_kinds
+from simnode.workloads import registry
+from simnode.workloads.registry import all_kinds, kind_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "simnode"
@@ -74,6 +77,10 @@ def test_a_kinds_fields_are_declarations_each_named_once(name):
             assert f.unit, f"{name}.{f.name} has no unit (say '1' for a plain number)"
 
 
+def _module_file(name: str) -> Path:
+    return Path(kind_module(name).__file__)
+
+
 def _built_by(module: Path) -> set[str]:
     """Names of the classes a module calls (``GemmParams(...)``, ``kernels.X(...)``)."""
     out = set()
@@ -90,7 +97,7 @@ def test_no_dataclass_redeclares_a_kinds_parameter_with_its_own_default(name):
     and costs) are either the declaration or plain records: no default of their own."""
     kind = KINDS[name]
     names = {f.name for f in kind.fields}
-    built = _built_by(PACKAGE / "workloads" / f"{name}.py") | {c.__name__ for c in kind.records}
+    built = _built_by(_module_file(name)) | {c.__name__ for c in kind.records}
     by_class: dict = {}
     for file, cls, fld, how in _dataclass_fields():
         if fld in names and cls in built:
@@ -121,12 +128,60 @@ def _subscripted_params(path: Path) -> set[str]:
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_every_parameter_a_kind_reads_is_declared(name):
     kind = KINDS[name]
-    module = PACKAGE / "workloads" / f"{name}.py"
+    module = _module_file(name)
     read = _subscripted_params(module)
     declared = {f.name for f in kind.fields}
     if kind.more_fields is not None:      # a tile program declares its own, in its signature
         declared |= read - {"program"}
     assert read <= declared, f"{module} reads undeclared parameters {sorted(read - declared)}"
+
+
+#: what two declarations of one field name must share (defaults and docs may differ); a
+#: dtype field's choices are the dtypes its kernel implements, so they may differ by kind
+SAME_IN_EVERY_KIND = ("type", "unit", "min_value", "max_value", "positive", "choices")
+DTYPE_SHARED = tuple(a for a in SAME_IN_EVERY_KIND if a != "choices")
+
+
+
+def declaration_differences(kinds: dict) -> dict[str, list[str]]:
+    """Field name -> how kinds declare it differently from its first declaration (kinds in
+    name order): "kind_a/kind_b: unit 'rows' / 'items'"."""
+    first: dict = {}
+    out: dict = {}
+    for kind in (kinds[k] for k in sorted(kinds)):
+        for f in kind.fields:
+            if f.name not in first:
+                first[f.name] = (kind.name, f)
+                continue
+            owner, g = first[f.name]
+            shared = DTYPE_SHARED if f.name == "dtype" or f.name.endswith("_dtype") else SAME_IN_EVERY_KIND
+            differ = [f"{a} {getattr(g, a)!r} / {getattr(f, a)!r}" for a in shared
+                      if getattr(g, a) != getattr(f, a)]
+            if differ:
+                out.setdefault(f.name, []).append(f"{owner}/{kind.name}: " + ", ".join(differ))
+    return out
+
+
+def test_a_field_name_is_declared_alike_by_every_kind():
+    found = declaration_differences(KINDS)
+    assert not found, f"fields declared differently by two kinds: {found}"
+
+
+def test_a_plugged_in_kind_is_held_to_the_same_declarations(tmp_path, monkeypatch, repo_root):
+    """Plug-ins count: the toy supernode kind declares its fields as simnode's kinds do, and
+    a plug-in whose ``n`` is a number where the GEMM's is a column count is found."""
+    odd = tmp_path / "odd_columns.py"
+    odd.write_text("from simnode.workloads.registry import Field, WorkloadKind\n"
+                   "KIND = WorkloadKind('odd_columns', (Field('n', 'number', 1.0, 'n as a float', "
+                   "unit='1'),), run=None)\n")
+    monkeypatch.setenv(registry.PLUGINS_VARIABLE, f"{repo_root / 'tests/kinds/toy_ring.py'},{odd}")
+    monkeypatch.setattr(registry, "_KINDS", dict(registry._KINDS))
+    kinds = all_kinds()
+    assert {"toy_ring", "odd_columns"} <= set(kinds)
+    found = declaration_differences(kinds)
+    assert set(found) == {"n"}
+    assert found["n"] == ["gemm/odd_columns: type 'int' / 'number', unit 'columns' / '1', "
+                          "min_value 1 / None"]
 
 
 def test_the_topology_specs_are_read_only_through_their_declarations():

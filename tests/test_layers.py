@@ -34,6 +34,7 @@ LAYERS = (
     ("tile", ("simnode.tile",), "the tile language and its programs, lowered to instructions"),
     ("ep", ("simnode.ep",), "the expert-parallel family: what every EP kernel shares"),
     ("moe", ("simnode.moe",), "the MoE layer (its kernels on one clock), its trace, kernel profiles"),
+    ("decode", ("simnode.decode",), "a model's decode step: the model, deployment, kernel list, HBM footprint"),
     ("report", ("simnode.report",), "the result shape, tables, plots, the HTML page"),
     ("workloads", ("simnode.workloads",), "workload kinds and a run parsed once (RunSpec)"),
     ("runs", ("simnode.runs",), "the executor, signals, validation cases, regression baselines"),

@@ -27,7 +27,7 @@ import numpy as np
 from simnode.calibrate.solver import Free
 from simnode.config.overrides import assignment_text, parse_assignment, parse_value
 from simnode.errors import ConfigError
-from simnode.runs.cases import resolve
+from simnode.config.fields import resolve_path
 from simnode.runs.entries import in_entry, select, set_key
 
 
@@ -58,7 +58,7 @@ def calibration_cases(topology, cases: list, patterns=()) -> list:
     chosen = select(cases, list(patterns))
     target = Path(topology).resolve()
     for c in chosen:
-        if resolve(c.topology, c.file).resolve() != target:
+        if resolve_path(c.topology, c.file).resolve() != target:
             raise ConfigError(c.where, c.key_path("topology"), c.topology,
                               f"the topology being calibrated ({topology}): a fit's values belong to "
                               f"one topology (choose this file's cases with --only)")
@@ -85,7 +85,7 @@ class Problem:
     def load(self, case, extra=()):
         """The case's ``RunSpec`` with the fixed sets, the overlays and ``extra`` assignments."""
         from simnode.workloads.loader import load_inputs
-        workload = str(resolve(case.workload, case.file))
+        workload = str(resolve_path(case.workload, case.file))
         return load_inputs(str(Path(self.topology)), workload,
                            list(self.sets) + list(case.sets) + list(extra), overlays=self.overlays)
 

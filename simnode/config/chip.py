@@ -100,7 +100,7 @@ class VectorSpec:
         doc="vector register file <-> UB bytes per cycle per AIV", positive=True, origin="")
     fp4_decode_B_per_cycle: float = param(doc="FP4 decode throughput per AIV", positive=True, origin="")
     # A chip file may leave out the VF fields below: a VF is then priced by its rates alone
-    # (one EXU, no fixed cost), as before they were known.
+    # (one EXU, no fixed cost), the model for a chip whose VF mechanisms are not measured.
     vf_issue_ports: int = param(1, doc="execution units (EXUs) a SIMD VF issues compute instructions "
                                 "to; two independent ones issue in the same cycle", unit="EXUs",
                                 min=1, origin="")

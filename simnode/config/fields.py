@@ -45,6 +45,22 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep=deep)
 
 
+#: the checkout's root (the folder holding topologies/): where the relative paths that
+#: shipped files write start
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_path(written: str, near: str) -> Path:
+    """A path written in the file ``near``: next to that file if it is there (a user's own
+    files side by side), else from the repository root (as shipped files write them)."""
+    p = Path(written).expanduser()
+    if p.is_absolute():
+        return p
+    if near and (Path(near).parent / p).is_file():
+        return Path(near).parent / p
+    return REPO_ROOT / p
+
+
 def load_yaml(path: str | Path) -> dict:
     """Read a YAML file that must hold a mapping; errors name the file."""
     if not str(path).strip():
@@ -128,10 +144,7 @@ class Reader:
         if positive and value < MIN_POSITIVE:   # a rate so small that times overflow to inf
             raise self.error(key, value, f"a number of at least {MIN_POSITIVE:g} (smaller rates "
                                          f"and sizes overflow the simulated clock)")
-        if min_value is not None and value < min_value:
-            raise self.error(key, value, f"a number >= {min_value}")
-        if max_value is not None and value > max_value:
-            raise self.error(key, value, f"a number <= {max_value}")
+        self._bounded(key, value, min_value, max_value, "a number")
         return float(value)
 
     def integer(self, key: str, *, min_value: int | None = None, max_value: int | None = None,
@@ -142,11 +155,14 @@ class Reader:
                 value = int(value)
             else:
                 raise self.error(key, value, "an integer")
-        if min_value is not None and value < min_value:
-            raise self.error(key, value, f"an integer >= {min_value}")
-        if max_value is not None and value > max_value:
-            raise self.error(key, value, f"an integer <= {max_value}")
+        self._bounded(key, value, min_value, max_value, "an integer")
         return int(value)
+
+    def _bounded(self, key: str, value, min_value, max_value, noun: str) -> None:
+        if min_value is not None and value < min_value:
+            raise self.error(key, value, f"{noun} >= {min_value}")
+        if max_value is not None and value > max_value:
+            raise self.error(key, value, f"{noun} <= {max_value}")
 
     def integer_list(self, key: str, *, min_value: int | None = None, default=_MISSING) -> tuple:
         """A list of integers (YAML ``[1, 2, 3]``), as a tuple."""

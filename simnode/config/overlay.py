@@ -58,7 +58,7 @@ from pathlib import Path
 
 import yaml
 
-from simnode.config.fields import Reader, load_yaml
+from simnode.config.fields import Reader, load_yaml, resolve_path
 from simnode.config.overrides import assignment_text
 from simnode.config.topology import based_mapping
 from simnode.errors import ConfigError
@@ -105,31 +105,13 @@ class Overlay:
                    for c in self.cases)
 
     def base_path(self) -> Path:
-        return resolve(self.topology, self.path)
+        return resolve_path(self.topology, self.path)
 
     def describe(self) -> str:
         """One line: where the values come from (``simnode describe``, validate's summary)."""
         ids = ", ".join(c.id for c in self.cases) or "no cases"
         when = f", {self.date}" if self.date else ""
         return f"calibrated on {ids} (overlay {self.path}{when})"
-
-
-#: the checkout's root (the folder holding topologies/): an overlay's relative paths start here
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def resolve(written: str, near: str) -> Path:
-    """A path of an overlay: next to it if there, else from the repository root."""
-    p = Path(written).expanduser()
-    if p.is_absolute():
-        return p
-    if near and (Path(near).parent / p).is_file():
-        return Path(near).parent / p
-    return REPO_ROOT / p
-
-
-#: the keys of a topology file that names its overlays (``expand_topology``)
-BASED_KEYS = ("base", "overlay", "note")
 
 
 def _near(written: str, file: Path) -> Path:

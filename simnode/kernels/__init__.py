@@ -1,9 +1,12 @@
 """Kernel schedules: the generators that build them.
 
-The instruction records they are made of live a layer below (``simnode.instr``); here,
-``gemm`` is the tiled GEMM generator after DeepGEMM-Ascend (``gemm_core`` its tile rules),
-``sparse_mla`` FlashMLA's sparse attention, ``topk`` DeepSelect, ``grouped_gemm`` and
-``swiglu`` the MoE expert kernels. Generators are pure functions: no SimPy.
+The instruction records they are made of live a layer below (``simnode.instr``). A family
+of kernels is a package whose ``__init__`` is its generator and whose modules are its parts:
+``gemm`` the tiled GEMM after DeepGEMM-Ascend (``gemm.core``: the tile rules and one core's
+program, which the grouped GEMM shares), ``sparse_mla`` FlashMLA's sparse attention
+(``core`` one core's program, ``plan`` its buffers, ``vf`` the AIVs' vector functions). A
+kernel of one module is a module: ``topk`` DeepSelect, ``grouped_gemm`` and ``swiglu`` the
+MoE expert kernels. Generators are pure functions: no SimPy.
 """
 
 import functools

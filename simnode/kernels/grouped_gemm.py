@@ -41,7 +41,7 @@ columns, 128 when n < 256 x cores; K steps of baseK 64 and L1 tiles of 4 of them
 weight tile double-buffered in L1; blocks dealt expert after expert, m-block major, n-block
 minor, round robin over the cores across experts; BOTH AIVs of a core decode ("c:v 1:2, the
 cube's data comes from two vector cores"), each half of every tile, with 4 UB buffers
-(MTE2_INNER_SIZE_256_BUF_NUM_4) and the bit-op VF (``gemm_core.DEQUANT_VFS``); C leaves
+(MTE2_INNER_SIZE_256_BUF_NUM_4) and the bit-op VF (``gemm.core.DEQUANT_VFS``); C leaves
 L0C straight to GM. Each basic block decodes its B over all of K, so an expert's B is decoded
 once per m-block: once for up to 256 rows.
 
@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels.gemm_core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB, GemmTiling,
+from simnode.kernels.gemm.core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB, GemmTiling,
                                        buffer_plan, core_program, decode_vf, dequant_ub_stages,
                                        dtype_bytes,
                                        fit_block_k, is_scaled, l0_k_step, l0c_split, max_l1_stages,

@@ -73,7 +73,8 @@ QUANT_SIMPLE_OPS_PER_ELEM = 4
 @dataclass(frozen=True)
 class SwigluParams:
     """The ``swiglu`` workload's fields: each declared once here (``simnode.config.params``)."""
-    rows: int = param(doc="valid rows (routed tokens of the rank's experts)", unit="rows", min=0)
+    # a workload runs at least one row; the MoE layer builds a rank's schedule with none
+    rows: int = param(doc="valid rows (routed tokens of the rank's experts)", unit="rows", min=1)
     intermediate: int = param(doc="I: output values per row; a row reads 2 I (gate, up)",
                               unit="elements", min=128)
     in_dtype: str = param("bf16", "dtype of the gate/up rows", choices=IN_DTYPES)

@@ -49,11 +49,13 @@ MERGE_OPS_PER_ELEM = 4        # one merge step per element: compare, 2 selects, 
 class TopkParams:
     """The ``topk`` workload's fields: each declared once here (``simnode.config.params``)."""
     rows: int = param(doc="score rows (queries, or sampled sequences)", unit="rows", min=1)
-    n: int = param(doc="scores per row (KV length, or vocabulary size)", unit="scores", min=1)
+    n: int = param(doc="scores per row: the score matrix's columns (KV length, or vocabulary size)",
+                   unit="columns", min=1)
     k: int = param(doc="selected elements per row", unit="elements", min=1)
     algorithm: str = param("deepselect", "radix select (DeepSelect) or the sort baseline",
                            choices=("deepselect", "sort"))
-    stages: int = param(4, "UB streaming slots for rows that do not stay resident", unit="slots", min=1)
+    stages: int = param(4, "UB score-tile buffers per AIV streaming the rows that do not stay "
+                        "resident", unit="buffers", min=1)
     num_aivs: int = param(0, "vector cores used (0 = every AIV of the chip)", unit="AIVs", min=0)
 
 

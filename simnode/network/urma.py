@@ -23,7 +23,7 @@ progress (a weight per wire byte, so contention with the links is max-min fair):
 - any ``extra`` resources with their total ``extra_units`` of work.
 
 DeepEP (``simnode.ep.deepep``) and the transport microbenchmark
-(``simnode.workloads.transport``) post their messages through this one model.
+(``simnode.workloads.kinds.transport``) post their messages through this one model.
 """
 
 from __future__ import annotations

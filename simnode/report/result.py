@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from simnode import units
@@ -197,9 +197,6 @@ class Result:
                 cols.append((f"{k.name}_sim_over_bound", "ratio"))
         cols += [(f.name, f.unit) for f in self.figures if f.headline and _number(f.value)]
         return cols
-
-    def without_series(self) -> "Result":
-        return replace(self, series=())
 
     # -- the typed form -------------------------------------------------------------------------
     def to_record(self) -> dict:

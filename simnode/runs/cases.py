@@ -21,7 +21,7 @@ A case's ``topology`` and ``workload`` paths, when relative, are read next to th
 file if they are there, else from the repository root of this checkout (the folder holding
 topologies/ and workloads/), as the shipped file writes them: whatever the current
 directory (a copy of the shipped file in /tmp runs the same). Absolute paths are used as
-written. Overlays read their paths the same way (``simnode.config.overlay.resolve``).
+written. Overlays read their paths the same way (``simnode.config.fields.resolve_path``).
 
 Errors about a case name the cases file and the case id (``FILE, case 'ID': cases[i].key
 = value: expected ...``); its ``set:`` values reach the run as typed (``0.00001`` stays a
@@ -33,7 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simnode.config.fields import Reader, did_you_mean
-from simnode.config.overlay import REPO_ROOT, applying, resolve
+from simnode.config.fields import REPO_ROOT, resolve_path
+from simnode.config.overlay import applying
 from simnode.config.overrides import assignment_text, parse_assignment
 from simnode.errors import ConfigError
 from simnode.runs.entries import check_set_keys, in_entry, read_yaml
@@ -169,7 +170,7 @@ def case_paths(c: Case) -> tuple[str, str]:
     """The case's resolved topology and workload files; a missing one names the case."""
     out = []
     for key, written in (("topology", c.topology), ("workload", c.workload)):
-        p = resolve(written, c.file)
+        p = resolve_path(written, c.file)
         if not p.is_file():
             raise ConfigError(c.where, c.key_path(key), written,
                               f"an existing file ({p} is not one; relative paths are read next "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import linecache
+import math
 import re
 
 from simnode.config.chip import ChipSpec
@@ -144,7 +145,7 @@ class Builder:
             units = (b.aic,)
         else:
             units = b.aivs
-        size = dtypes.nbytes(_prod(shape), dt)
+        size = dtypes.nbytes(math.prod(shape), dt)
         phys = {}
         self.alloc_clock += 1
         for u in units:
@@ -286,13 +287,6 @@ class Builder:
             if not loop.direct:
                 self.sink = self.loops[-1]
                 break
-
-
-def _prod(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _assigned_name(at) -> str | None:

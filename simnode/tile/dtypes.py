@@ -18,7 +18,6 @@ ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "f
 
 CUBE_IN = ("bf16", "fp16", "fp8", "fp4")
 SCALE = "e8m0"
-FLOAT = ("fp32", "bf16", "fp16", "fp8", "fp4")
 
 
 def canonical(name: str) -> str | None:

@@ -11,13 +11,9 @@ checked against the data: ``simnode.tile.verify`` does that on the lowered progr
 from __future__ import annotations
 
 from simnode.instr import isa
+from simnode.tile.builder import current as _builder
 from simnode.tile.site import caller, fail
 from simnode.tile.sync import TileOp
-
-
-def _builder():
-    from simnode.tile.builder import current
-    return current()
 
 
 _PIPES = {"mte2", "mte1", "m", "fix", "v", "mte3", "s"}

@@ -37,6 +37,7 @@ from simnode.tile import vector as _vec
 from simnode.tile.builder import current as _current
 from simnode.tile.loops import Kernel, Persistent, Pipelined, Vector, stage  # noqa: F401
 from simnode.tile.program import param, program  # noqa: F401
+from simnode.tile.regions import SCOPES as _SCOPES
 from simnode.tile.site import caller as _caller, fail as _fail
 
 copy = _ops.copy
@@ -86,7 +87,7 @@ def meta(**figures) -> None:
 # -- buffers -----------------------------------------------------------------------------
 
 def alloc(scope: str, shape, dtype: str, name=None, versions=None):
-    if scope not in ("l1", "l0a", "l0b", "l0c", "ub"):
+    if scope not in _SCOPES:
         _fail(f"unknown scope {scope!r}: expected l1, l0a, l0b, l0c or ub")
     return _current().alloc(scope, shape, dtype, name, versions)
 
@@ -130,59 +131,57 @@ def annotate_buffer_versions(versions: dict) -> None:
 
 
 # -- vector ops --------------------------------------------------------------------------
+# Each is one ``simnode.tile.vector`` op under TileLang's name; the factories keep every
+# signature explicit, so a call with the wrong operands fails as a Python call would.
+
+def _named(fn, name: str, doc: str):
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+def _unary(name: str, doc: str):
+    def op(dst, src):
+        _vec.op(name, dst, src)
+    return _named(op, name, doc)
+
+
+def _binary(name: str, doc: str):
+    def op(dst, a, b):
+        _vec.op(name, dst, a, b)
+    return _named(op, name, doc)
+
+
+def _reduction(kind: str):
+    def op(dst, src):
+        _vec.reduce(kind, dst, src)
+    return _named(op, f"reduce_{kind}", f"Row reduction ({kind}) of ``src`` into ``dst``.")
+
 
 def fill(dst, value=0.0):
     _vec.op("fill", dst)
 
 
-def mov(dst, src):
-    """dst = src on UB / register tiles (a vector move, not a DMA copy)."""
-    _vec.op("mov", dst, src)
-
-
-def add(dst, a, b):
-    _vec.op("add", dst, a, b)
-
-
-def sub(dst, a, b):
-    _vec.op("sub", dst, a, b)
-
-
-def mul(dst, a, b):
-    _vec.op("mul", dst, a, b)
-
-
-def div(dst, a, b):
-    _vec.op("div", dst, a, b)
-
-
-def max(dst, a, b):  # noqa: A001 (TileLang's name)
-    _vec.op("max", dst, a, b)
-
-
-def min(dst, a, b):  # noqa: A001
-    _vec.op("min", dst, a, b)
-
-
-def abs(dst, src):  # noqa: A001
-    _vec.op("abs", dst, src)
+mov = _unary("mov", "dst = src on UB / register tiles (a vector move, not a DMA copy).")
+add = _binary("add", "dst = a + b.")
+sub = _binary("sub", "dst = a - b.")
+mul = _binary("mul", "dst = a * b.")
+div = _binary("div", "dst = a / b.")
+max = _binary("max", "dst = max(a, b).")  # noqa: A001 (TileLang's name)
+min = _binary("min", "dst = min(a, b).")  # noqa: A001
+abs = _unary("abs", "dst = |src|.")  # noqa: A001
+log = _unary("log", "dst = ln(src).")
+sqrt = _unary("sqrt", "dst = sqrt(src).")
+rsqrt = _unary("rsqrt", "dst = 1 / sqrt(src).")
+reduce_sum = _reduction("sum")
+reduce_max = _reduction("max")
+reduce_min = _reduction("min")
+reduce_absmax = _reduction("absmax")
 
 
 def exp(dst, src, sub=None):
     """exp(src), or exp(src - sub) as one fused special op (Ascend's vexpdif)."""
     _vec.op("exp", dst, src, *(() if sub is None else (sub,)))
-
-
-def log(dst, src):
-    _vec.op("log", dst, src)
-
-
-def sqrt(dst, src):
-    _vec.op("sqrt", dst, src)
-
-
-def rsqrt(dst, src):
-    _vec.op("rsqrt", dst, src)
 
 
 def fma(dst, a, b, c):
@@ -197,22 +196,6 @@ def select(dst, mask, a, b):
 def compare(dst, a, b, op="eq"):
     """A lane-wise comparison into a mask (its kind ``op`` costs the same: one simple op)."""
     _vec.op("compare", dst, a, b)
-
-
-def reduce_sum(dst, src):
-    _vec.reduce("sum", dst, src)
-
-
-def reduce_max(dst, src):
-    _vec.reduce("max", dst, src)
-
-
-def reduce_min(dst, src):
-    _vec.reduce("min", dst, src)
-
-
-def reduce_absmax(dst, src):
-    _vec.reduce("absmax", dst, src)
 
 
 # -- manual synchronization ----------------------------------------------------------------

@@ -87,22 +87,23 @@ def _mn(r: Region) -> tuple[int, int]:
     return r.elements // n, n
 
 
-def _gm_use(r: Region, write: bool) -> None:
-    if write:
-        r.obj.written = True
-    else:
-        r.obj.read = True
+def _statement(what: str):
+    """(file, line) of the program statement calling ``copy`` or ``gemm``, the builder and its
+    block. Programs call these two in their innermost loops, so the statement is read off the
+    caller's frame directly, with ``caller()``'s walk only when a language module called."""
+    f = sys._getframe(2)
+    at = (f.f_code.co_filename, f.f_lineno) if f.f_code.co_filename not in FRAMEWORK else caller()
+    b = _builder()
+    blk = b.block
+    if blk is None:
+        blk = b.need_block(what)
+    return at, b, blk
 
 
 def copy(src, dst, l2=None, transpose=False) -> None:
     """One copy; ``transpose`` costs as the plain copy (the MTE converts layouts on the path,
     facts 3.3). UB ends run on every AIV in scope, each on its own UB."""
-    f = sys._getframe(1)
-    at = (f.f_code.co_filename, f.f_lineno) if f.f_code.co_filename not in FRAMEWORK else caller()
-    b = _builder()
-    blk = b.block
-    if blk is None:
-        b.need_block("copy")
+    at, b, blk = _statement("copy")
     if type(src) is not Region or type(dst) is not Region or src.extents is None or dst.extents is None:
         src, dst = _pair(b, src, dst, at)
     so, do = src.obj, dst.obj
@@ -201,9 +202,8 @@ def dual_copy(src, dst, l2=None) -> None:
     """A copy whose rows split between the AIVs in scope (TileLang's ``T.dual_copy``):
     L0C -> UB as one FixPipe into both UBs, UB -> L1 / GM and GM -> UB as one copy per AIV
     on its share of the rows."""
-    from simnode.tile.builder import current
     at = caller()
-    b = current()
+    b = _builder()
     blk = b.need_block("dual_copy")
     src, dst = _pair(b, src, dst, at)
     path = _path(src, dst, at)
@@ -247,9 +247,8 @@ class MxScales:
 def load_mx_scales(a_scale, b_scale) -> MxScales:
     """L1 -> L0 scale load on MTE1 (facts 1.4, S3: 32 B/cycle) of both operands' UE8M0 scale
     tiles; its L0 space is not among the capacities of facts 1.3, so it is not checked."""
-    from simnode.tile.builder import current
     at = caller()
-    b = current()
+    b = _builder()
     blk = b.need_block("load MX scales")
     regs = [whole(a_scale), whole(b_scale)]
     for r in regs:
@@ -277,12 +276,7 @@ def _mat(r: Region, what, at) -> tuple[int, int]:
 def gemm(a, b_, c, transpose_B=False, clear_accum=False, scales: MxScales | None = None) -> None:
     """C (+)= A x B on the cube (facts 1.2): ``a`` (m, k), ``b`` (k, n) or (n, k) with
     ``transpose_B``, ``c`` (m, n) fp32 in L0C; ``clear_accum`` overwrites C."""
-    f = sys._getframe(1)
-    at = (f.f_code.co_filename, f.f_lineno) if f.f_code.co_filename not in FRAMEWORK else caller()
-    b = _builder()
-    blk = b.block
-    if blk is None:
-        b.need_block("gemm")
+    at, b, blk = _statement("gemm")
     if b.kernel.vector:
         fail("gemm in a vector kernel: the cube belongs to mixed kernels (T.Kernel(n))", at)
     a, bb, c = whole(a), whole(b_), whole(c)

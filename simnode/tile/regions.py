@@ -9,12 +9,13 @@
 - ``Region``: ``obj[starts : starts + extents]``; all-integer indexing gives a *point*
   whose extents come from the other operand of a copy (TileLang's convention).
 
-Dependencies are tracked per slot on row ranges of dimension 0 (``Region.rows``): enough to
-tell the two halves of a dual copy apart; other dimensions count as whole rows.
+Dependencies are tracked per slot on row ranges of dimension 0 (``Region.lo`` to ``hi``):
+enough to tell the two halves of a dual copy apart; other dimensions count as whole rows.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 
 from simnode.tile import dtypes
@@ -25,14 +26,23 @@ SCOPES = ("l1", "l0a", "l0b", "l0c", "ub")
 SCOPE_UNIT = {"l1": "aic", "l0a": "aic", "l0b": "aic", "l0c": "aic", "ub": "aiv", "l0s": "aic"}
 
 
-def _prod(shape) -> int:
-    n = 1
-    for e in shape:
-        n *= e
-    return n
+class _Array:
+    """What a tensor and a buffer share: a named, shaped, typed array that slicing turns
+    into a ``Region``."""
+    __slots__ = ()
+
+    @property
+    def nbytes(self) -> int:
+        return dtypes.nbytes(math.prod(self.shape), self.dtype)
+
+    def __getitem__(self, idx) -> "Region":
+        return make_region(self, idx)
+
+    def __repr__(self) -> str:
+        return f"{self.name}{list(self.shape)} {self.dtype} ({self.scope})"
 
 
-class Tensor:
+class Tensor(_Array):
     """A global-memory tensor: name, shape, dtype; ``read`` / ``written`` record its use."""
     __slots__ = ("name", "shape", "dtype", "read", "written")
     scope = "gm"
@@ -40,16 +50,6 @@ class Tensor:
     def __init__(self, name: str, shape: tuple, dtype: str):
         self.name, self.shape, self.dtype = name, shape, dtype
         self.read = self.written = False
-
-    @property
-    def nbytes(self) -> int:
-        return dtypes.nbytes(_prod(self.shape), self.dtype)
-
-    def __getitem__(self, idx) -> "Region":
-        return make_region(self, idx)
-
-    def __repr__(self) -> str:
-        return f"{self.name}{list(self.shape)} {self.dtype} (gm)"
 
 
 class Phys:
@@ -73,7 +73,7 @@ class Phys:
         self.clock = 0               #: the builder's allocation count when last (re)allocated
 
 
-class Buffer:
+class Buffer(_Array):
     """An on-chip allocation of one block: scope, shape, dtype, and its ``Phys`` per unit."""
     __slots__ = ("name", "scope", "shape", "dtype", "phys", "at", "_whole")
 
@@ -89,16 +89,6 @@ class Buffer:
             r = self._whole = Region(self, (0,) * len(self.shape), self.shape)
         return r
 
-    @property
-    def nbytes(self) -> int:
-        return dtypes.nbytes(_prod(self.shape), self.dtype)
-
-    def __getitem__(self, idx) -> "Region":
-        return make_region(self, idx)
-
-    def __repr__(self) -> str:
-        return f"{self.name}{list(self.shape)} {self.dtype} ({self.scope})"
-
 
 class Region:
     """``obj[starts : starts + extents]``; ``extents`` None is a point (see module doc).
@@ -110,7 +100,7 @@ class Region:
         if extents is not None:
             self.lo = starts[0]
             self.hi = starts[0] + extents[0]
-            self.n = _prod(extents)
+            self.n = math.prod(extents)
 
     @property
     def is_point(self) -> bool:
@@ -128,16 +118,9 @@ class Region:
     def nbytes(self) -> int:
         return dtypes.nbytes(self.n, self.obj.dtype)
 
-    @property
-    def rows(self) -> tuple[int, int]:
-        return (self.lo, self.hi)
-
     def key(self) -> tuple:
         """The L2 tile name of a GM region: tensor, start and extent."""
         return (self.obj.name, self.starts, self.extents)
-
-    def squeezed(self) -> tuple:
-        return tuple(e for e in self.extents if e != 1)
 
     def describe(self) -> str:
         if self.extents is None:

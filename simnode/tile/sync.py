@@ -23,9 +23,11 @@ mode it inserts, as TileLang's Ascend backend does (facts moe-layer 4, 3.2):
 
 In manual mode ops and the author's flags are appended as written; ``simnode.tile.verify``
 checks them. Buffers the lowering adds itself (a gemm from L1 staging through L0) are still
-synchronized here: the author cannot name them. Slots: a write of a new generation takes the buffer's next version (round
-robin); a read finds the slot of the generation it expects, or the program reads data that
-a reordered stage overwrote (or has not written yet), which is named with both lines.
+synchronized here: the author cannot name them.
+
+Slots: a write of a new generation takes the buffer's next version (round robin); a read
+finds the slot of the generation it expects, or the program reads data that a reordered
+stage overwrote (or has not written yet), which is named with both lines.
 """
 
 from __future__ import annotations
@@ -90,6 +92,21 @@ def _flag(cls, *args):
     if r is None:
         r = _MEMO[key] = cls(*args)
     return r
+
+
+def _after_writers(deps, writers, c: int, lo: int, hi: int):
+    """``deps`` (producer pipe -> (index, snapshot) of its latest instruction pipe ``c``
+    must wait for, or None while empty) with the writers of a slot on other pipes whose
+    rows overlap [lo, hi)."""
+    for w in writers:
+        if w[0] != c and w[3] < hi and lo < w[4]:
+            if deps is None:
+                deps = {w[0]: (w[1], w[2])}
+            else:
+                d = deps.get(w[0])
+                if d is None or d[0] < w[1]:
+                    deps[w[0]] = (w[1], w[2])
+    return deps
 
 
 class CoreEmitter:
@@ -203,27 +220,13 @@ class CoreEmitter:
                 s = st.slots[sl]
             reads.append((s, lo, hi, ph))
             if not manual or ph.implicit:
-                for w in s.writers:
-                    if w[0] != c and w[3] < hi and lo < w[4]:
-                        if deps is None:
-                            deps = {w[0]: (w[1], w[2])}
-                        else:
-                            d = deps.get(w[0])
-                            if d is None or d[0] < w[1]:
-                                deps[w[0]] = (w[1], w[2])
+                deps = _after_writers(deps, s.writers, c, lo, hi)
         writes = []
         for ph, lo, hi, gen in op.writes:
             s = self._write_slot(ph, gen)
             writes.append((s, lo, hi, ph))
             if not manual or ph.implicit:
-                for w in s.writers:
-                    if w[0] != c and w[3] < hi and lo < w[4]:
-                        if deps is None:
-                            deps = {w[0]: (w[1], w[2])}
-                        else:
-                            d = deps.get(w[0])
-                            if d is None or d[0] < w[1]:
-                                deps[w[0]] = (w[1], w[2])
+                deps = _after_writers(deps, s.writers, c, lo, hi)
                 if s.readers:
                     for p, rs in s.readers.items():
                         if p != c:

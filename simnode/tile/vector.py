@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from simnode.instr import isa
 from simnode.tile import dtypes
+from simnode.tile.builder import current
 from simnode.tile.regions import Buffer, Region, whole
 from simnode.tile.site import caller, fail
 from simnode.tile.sync import TileOp
@@ -64,6 +65,13 @@ class VF:
             target[buf] = (r.lo, r.hi, r.nbytes, r.n)
         elif old[0] > r.lo or old[1] < r.hi or old[3] < r.n:
             target[buf] = (min(old[0], r.lo), max(old[1], r.hi), max(old[2], r.nbytes), max(old[3], r.n))
+
+    def use(self, srcs, dsts) -> None:
+        """Record an op that reads ``srcs`` and writes ``dsts`` (regions)."""
+        for r in srcs:
+            self.touch(r, False)
+        for r in dsts:
+            self.touch(r, True)
 
 
 def _ub(x, what, at) -> Region | None:
@@ -119,7 +127,6 @@ def op(name: str, dst, *srcs, elements=None, label=None) -> None:
         ins.append(r)
     if elements is not None:
         n = elements
-    from simnode.tile.builder import current
     vf = current().vf
     if vf is not None:                      # the common case inside T.vf(): accumulate here
         for r in ins:
@@ -162,17 +169,13 @@ def custom(reads, writes, simple=0.0, div=0.0, special=0.0, label="vf") -> None:
     at = caller()
     rs = [_ub(x, "operand", at) for x in reads]
     ws = [_ub(x, "destination", at) for x in writes]
-    from simnode.tile.builder import current
     b = current()
     lanes = 64                                    # fp32 lanes of one 256 B register (facts 1.2)
     own = b.vf is None
     if own:
         b.vf = VF(label, at)
     vf = b.vf
-    for r in rs:
-        vf.touch(r, False)
-    for r in ws:
-        vf.touch(r, True)
+    vf.use(rs, ws)
     vf.ops["simple"] += simple * lanes
     vf.ops["div"] += div * lanes
     vf.ops["special"] += special * lanes
@@ -182,27 +185,19 @@ def custom(reads, writes, simple=0.0, div=0.0, special=0.0, label="vf") -> None:
 
 
 def _issue(cls, ops, dsts, srcs, label, at, decode=0) -> None:
-    from simnode.tile.builder import current
+    """Add an op to the open vector function, or issue it alone as one of its own."""
     b = current()
     vf = b.vf
-    if vf is not None:                      # inside a vector function: accumulate
-        for r in srcs:
-            vf.touch(r, False)
-        for r in dsts:
-            vf.touch(r, True)
-        vf.ops[cls] += ops
-        vf.decode += decode
-        return
-    b.need_block("run a vector op")
-    vf = VF(label, at or caller())
-    for r in srcs:
-        vf.touch(r, False)
-    for r in dsts:
-        vf.touch(r, True)
+    alone = vf is None
+    if alone:
+        b.need_block("run a vector op")
+        vf = VF(label, at or caller())
+    vf.use(srcs, dsts)
     vf.ops[cls] += ops
     vf.decode += decode
-    _close(b, vf, sum_bytes=sum(r.nbytes for r in srcs if r.obj.scope != "reg")
-           + sum(r.nbytes for r in dsts if r.obj.scope != "reg"))
+    if alone:
+        _close(b, vf, sum_bytes=sum(r.nbytes for r in srcs if r.obj.scope != "reg")
+               + sum(r.nbytes for r in dsts if r.obj.scope != "reg"))
 
 
 _VECOPS: dict = {}
@@ -249,7 +244,6 @@ class vf_scope:
         self.label = label
 
     def __enter__(self):
-        from simnode.tile.builder import current
         b = current()
         b.need_block("open a vector function")
         if b.vf is not None:
@@ -258,7 +252,6 @@ class vf_scope:
         return self
 
     def __exit__(self, exc_type, *exc):
-        from simnode.tile.builder import current
         b = current()
         vf, b.vf = b.vf, None
         if exc_type is None and vf is not None:

@@ -81,9 +81,7 @@ def _check_core(core: int, pipes: dict, metas: dict) -> None:
 
 def _key(unit: str, ins):
     t = type(ins)
-    if t is isa.SetFlag:
-        return (unit, ins.src, ins.dst, ins.event)
-    if t is isa.WaitFlag:
+    if t is isa.SetFlag or t is isa.WaitFlag:
         return (unit, ins.src, ins.dst, ins.event)
     if t is isa.CrossSet:
         return ("x", unit, ins.to_unit, ins.flag)
@@ -91,24 +89,20 @@ def _key(unit: str, ins):
 
 
 def _access(i, idx, at, reads, writes, vc, slots, names, core) -> None:
-    for sid, lo, hi, name in reads:
-        st = slots.get(sid)
-        if st is None:
-            st = slots[sid] = [[], {}]
-        for w in st[0]:
-            if w[0] != i and w[3] < hi and lo < w[4] and vc[w[0]] < w[1]:
-                _race(core, "reads", name, at, names[i], w, names)
-    for sid, lo, hi, name in writes:
-        st = slots.get(sid)
-        if st is None:
-            st = slots[sid] = [[], {}]
-        for w in st[0]:
-            if w[0] != i and w[3] < hi and lo < w[4] and vc[w[0]] < w[1]:
-                _race(core, "overwrites", name, at, names[i], w, names)
-        for p, rs in st[1].items():
-            for r in rs:
-                if p != i and r[2] < hi and lo < r[3] and vc[p] < r[0]:
-                    _race(core, "overwrites", name, at, names[i], (p, r[0], r[1]), names, reader=True)
+    # a read races the slot's unordered writers; a write those and its unordered readers
+    for verb, accesses, writing in (("reads", reads, False), ("overwrites", writes, True)):
+        for sid, lo, hi, name in accesses:
+            st = slots.get(sid)
+            if st is None:
+                st = slots[sid] = [[], {}]
+            for w in st[0]:
+                if w[0] != i and w[3] < hi and lo < w[4] and vc[w[0]] < w[1]:
+                    _race(core, verb, name, at, names[i], w, names)
+            if writing:
+                for p, rs in st[1].items():
+                    for r in rs:
+                        if p != i and r[2] < hi and lo < r[3] and vc[p] < r[0]:
+                            _race(core, verb, name, at, names[i], (p, r[0], r[1]), names, reader=True)
     for sid, lo, hi, _ in reads:
         rs = [r for r in slots[sid][1].get(i, ()) if not (lo <= r[2] and r[3] <= hi)]
         rs.append((idx, at, lo, hi))

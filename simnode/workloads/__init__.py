@@ -1,7 +1,8 @@
 """Workloads: YAML files naming a kind and its parameters.
 
-``registry`` maps kind names to ``WorkloadKind`` plug-ins (declared fields, a runner, a
-size check, a cost estimate); ``loader.load_inputs`` parses a topology and a workload file
-with ``--set`` overrides once into a ``RunSpec``. Kinds register themselves on first use
-(``kinds.BUILTIN``).
+A kind is a plug-in module (``kinds/<name>.py``, or out of tree through ``SIMNODE_KINDS``)
+whose ``KIND`` declares its fields, its size check, its run and its cost estimate;
+``registry`` finds kinds by name and lists them, ``chiprun`` is what the chip kinds share,
+and ``loader.load_inputs`` parses a topology and a workload file with ``--set`` overrides
+once into a ``RunSpec``.
 """

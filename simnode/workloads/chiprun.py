@@ -1,25 +1,76 @@
-"""Run one kernel schedule on one chip, with optional tracing: shared by chip kinds.
+"""Run one kernel schedule on one chip, with optional tracing: what every chip kind shares.
+
+``chip_kind(name, doc, fields, build, figures, ...)`` is the ``WorkloadKind`` of a kind that
+builds one schedule and runs it on one chip: its run builds the schedule, runs it and adds
+the kind's own figures (``ChipFigures``: the roofline bound, figures known before the run,
+figures read from the run) to the chip's measures; ``kernel_build(params_class, schedule)``
+is the ``build`` of a kind whose fields are its kernel's parameter dataclass, and
+``check_num_cores`` the size check every kind with a ``num_cores`` field makes.
 
 ``run_schedule(topology, schedule, options)`` -> ``ChipRun``; ``chip_kind_result`` runs
 a schedule and builds the kind's ``Result``: one kernel record with the chip's measures
 (FLOPs, TFLOPS, pipe busy shares, L2 and HBM traffic), the generator's meta, the L2 hit
-share, the instruction count and the roofline bounds (``simnode.report.result``). With a trace path, the
-pipes become threads of a "chip0" process and the L2 and HBM bandwidth in use
-become counter tracks (written only when they change).
+share, the instruction count and the roofline bounds (``simnode.report.result``). With a
+trace path, the pipes become threads of a "chip0" process and the L2 and HBM bandwidth in
+use become counter tracks (written only when they change).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import simpy
 
 from simnode import units
+from simnode.errors import ConfigError
 from simnode.engine.share import Share
 from simnode.engine.trace import NULL_TRACER, Tracer
 from simnode.hardware.chip import ChipRun, ChipSim
 from simnode.instr import isa
 from simnode.progress import Progress
 from simnode.report.result import Figure, KernelRecord, Result, fig
-from simnode.workloads.registry import ALWAYS, RunOptions
+from simnode.workloads.registry import ALWAYS, RunOptions, WorkloadKind
+
+
+@dataclass(frozen=True)
+class ChipFigures:
+    """What a chip kind adds to the chip's measures in its result (``chip_kind_result``)."""
+    bound: dict | None = None           #: the roofline: ``bound_ns`` and its terms (``compute_ns``, ...)
+    extra: dict | None = None           #: figures known before the run (name -> value or Figure)
+    after: Callable | None = None       #: after(run: ChipRun) -> figures read from the run
+
+
+def chip_kind(name: str, doc: str, fields: tuple, build: Callable, figures: Callable | None = None,
+              **more) -> WorkloadKind:
+    """The kind ``name`` that runs one schedule on one chip: ``build(topology, params)`` ->
+    (the kernel's parameters, KernelSchedule), ``figures(topology, kernel parameters,
+    schedule)`` -> ``ChipFigures`` (none: the chip's measures alone); ``more``: the other
+    ``WorkloadKind`` fields (check, cost, reference, ...)."""
+    kind = name
+
+    def run(topology, params: dict, options=None, name: str = kind):
+        p, sched = build(topology, params)
+        f = figures(topology, p, sched) if figures is not None else ChipFigures()
+        return chip_kind_result(name, kind, topology, sched, options, f.bound, f.extra, f.after)[0]
+    return WorkloadKind(kind, fields, run, doc, build=build, **more)
+
+
+def kernel_build(params_class: type, schedule: Callable) -> Callable:
+    """``build`` of a kind whose fields are ``params_class``'s declarations:
+    (params_class(**params), schedule(chip, that))."""
+    def build(topology, params: dict):
+        p = params_class(**params)
+        return p, schedule(topology.chip, p)
+    return build
+
+
+def check_num_cores(topology, params: dict, source: str) -> None:
+    """Refuse more AI cores than the chip has (0 = all of them)."""
+    chip = topology.chip
+    if params["num_cores"] > chip.num_ai_cores:
+        raise ConfigError(source, "num_cores", params["num_cores"],
+                          f"at most the chip's {chip.num_ai_cores} AI cores (0 = all)")
 
 
 def run_schedule(topology, schedule, options: RunOptions | None = None,

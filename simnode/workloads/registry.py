@@ -1,21 +1,46 @@
-"""Workload kinds: one small registry (duplicate names are an error, unknown ones list
-the valid names).
+"""Workload kinds: plug-ins found by name, as the commands are (``simnode.commands``).
 
-A ``WorkloadKind`` declares its fields (``simnode.config.params.Param``: name, type,
-unit, range, default or required, doc, origin) and a ``run(topology, params, options) ->
-Result`` function. A kind whose kernel takes a parameter dataclass uses that class's
-declarations (``params_of(GemmParams)``), so each parameter is declared once; others list
-``Field(...)`` records. Fields are flat so ``--set name=value`` reaches any of them.
+A kind is one module that defines a module-level ``KIND = WorkloadKind(...)``: its fields
+(``simnode.config.params.Param``: name, type, unit, range, default or required, doc,
+origin), its size check, its ``run(topology, params, options) -> Result`` and its cost
+estimate. A kind whose kernel takes a parameter dataclass uses that class's declarations
+(``params_of(GemmParams)``), so each parameter is declared once; others list ``Field(...)``
+records. Fields are flat so ``--set name=value`` reaches any of them.
+
+A kind's name is its module's name, and the registry finds it without a table:
+
+- in simnode: ``simnode/workloads/kinds/<name>.py`` (``importlib.util.find_spec`` finds
+  that one module; ``names()`` lists the package without importing it; a module whose name
+  starts with ``_`` is not a kind);
+- out of tree: the environment variable ``SIMNODE_KINDS`` names more kind modules,
+  comma-separated, each a dotted module name importable from ``sys.path`` or a path to a
+  ``.py`` file (relative to the current folder)::
+
+      SIMNODE_KINDS=mylab.kinds.ring,./toy_ring.py simnode run topo.yaml ring.yaml
+
+  nothing in simnode is edited. The processes a run starts (sweep, validation and
+  regression workers) inherit the variable; a Dask worker on another machine needs it set
+  there, with the module importable.
+
+A kind's module is imported when its kind is first asked for (``get_kind``), so a run
+imports only its own kind; ``all_kinds()`` imports every one. Names are unique: a kind
+named twice (a plug-in named like a kind of simnode, two plug-ins of one name, a second
+``register`` of a name) is refused, and so is a module whose ``KIND`` is missing or names
+another kind; an unknown name is an error that lists the valid ones, with a did-you-mean.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Callable
 
-from simnode.config.fields import Reader, did_you_mean
-from simnode.config.params import REQUIRED, Param
+from simnode.config.fields import did_you_mean
+from simnode.config.params import Param
 from simnode.errors import ConfigError
 
 #: a parameter of a flat list, for kinds whose parameters are not a dataclass:
@@ -58,9 +83,6 @@ class WorkloadKind:
 
     def optional_keys(self, data: dict | None = None, source: str = "workload") -> tuple[str, ...]:
         return tuple(f.name for f in self.all_fields(data, source) if not f.required)
-
-    def read_params(self, r: Reader) -> dict:
-        return {f.name: f.read(r) for f in self.all_fields(r.data, r.source)}
 
 
 @dataclass(frozen=True)
@@ -117,10 +139,17 @@ class RunOptions:
     jobs: int = 1
 
 
+#: the package whose modules are simnode's own kinds
+KINDS_PACKAGE = "simnode.workloads.kinds"
+#: the environment variable naming out-of-tree kind modules (module docstring)
+PLUGINS_VARIABLE = "SIMNODE_KINDS"
+PLUGINS_SOURCE = f"the {PLUGINS_VARIABLE} environment variable"
+
 _KINDS: dict[str, WorkloadKind] = {}
 
 
 def register(kind: WorkloadKind) -> WorkloadKind:
+    """Add ``kind`` to the registry; a second kind of the same name is refused."""
     if kind.name in _KINDS:
         raise ValueError(f"workload kind '{kind.name}' registered twice")
     _KINDS[kind.name] = kind
@@ -128,18 +157,116 @@ def register(kind: WorkloadKind) -> WorkloadKind:
 
 
 def get_kind(name, source: str = "workload") -> WorkloadKind:
-    from simnode.workloads.kinds import BUILTIN
-    if isinstance(name, str) and name not in _KINDS and name in BUILTIN:
-        importlib.import_module(BUILTIN[name])          # registers itself
-    if not isinstance(name, str) or name not in _KINDS:
-        valid = sorted(set(_KINDS) | set(BUILTIN))
-        raise ConfigError(source, "kind", "<missing>" if name is None else name,
-                          "one of " + ", ".join(valid), did_you_mean(str(name), valid))
-    return _KINDS[name]
+    """The kind named ``name``, its module imported on first use; ``source`` names the
+    file (or flag) that gave the name in the error for an unknown one."""
+    module = _module_of(name) if isinstance(name, str) else None
+    if module is not None:
+        return _load(name, module)
+    if isinstance(name, str) and name in _KINDS:          # registered by a call to ``register``
+        return _KINDS[name]
+    valid = names()
+    raise ConfigError(source, "kind", "<missing>" if name is None else name,
+                      "one of " + ", ".join(valid), did_you_mean(str(name), valid))
 
 
 def all_kinds() -> dict[str, WorkloadKind]:
-    from simnode.workloads.kinds import BUILTIN
-    for module in BUILTIN.values():
-        importlib.import_module(module)
-    return dict(_KINDS)
+    """Every kind by name, sorted (each kind's module imported)."""
+    for name in names():
+        get_kind(name)
+    return dict(sorted(_KINDS.items()))
+
+
+def names() -> list[str]:
+    """Every kind's name, sorted, without importing any kind."""
+    import pkgutil
+    package = importlib.import_module(KINDS_PACKAGE)
+    own = {m.name: f"{KINDS_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__)
+           if not m.name.startswith("_")}
+    plugins = _plugins()
+    both = sorted(set(own) & set(plugins))
+    if both:
+        raise _clash(both[0], own[both[0]], plugins[both[0]])
+    return sorted(set(own) | set(plugins) | set(_KINDS))
+
+
+def _plugins() -> dict[str, str]:
+    """Kind name -> module (dotted name or .py path) of each kind ``SIMNODE_KINDS`` names."""
+    out = {}
+    for entry in os.environ.get(PLUGINS_VARIABLE, "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name = Path(entry).stem if entry.endswith(".py") else entry.rpartition(".")[2]
+        if name in out:
+            raise ConfigError(PLUGINS_SOURCE, name, entry,
+                              f"one module per kind name ({out[name]} is a kind '{name}' too)")
+        out[name] = entry
+    return out
+
+
+def _module_of(name: str) -> str | None:
+    """The module holding kind ``name`` (simnode's own, or a plug-in), or None."""
+    own = None
+    if name.isidentifier() and not name.startswith("_") \
+            and importlib.util.find_spec(f"{KINDS_PACKAGE}.{name}") is not None:
+        own = f"{KINDS_PACKAGE}.{name}"
+    plugin = _plugins().get(name)
+    if plugin is not None and own is not None:
+        raise _clash(name, own, plugin)
+    return plugin or own
+
+
+def _clash(name: str, own: str, plugin: str) -> ConfigError:
+    return ConfigError(PLUGINS_SOURCE, name, plugin, f"a kind name simnode does not have already "
+                       f"({own} is the kind '{name}')")
+
+
+def kind_module(name: str):
+    """The module that defines kind ``name`` (imported), or None for a name no module holds."""
+    module = _module_of(name)
+    return None if module is None else _import_kind(name, module)
+
+
+def _load(name: str, module: str) -> WorkloadKind:
+    """The ``KIND`` of kind ``name``'s module, registered (the module imported once)."""
+    kind = getattr(_import_kind(name, module), "KIND", None)
+    if not isinstance(kind, WorkloadKind) or kind.name != name:
+        found = f"a kind named '{kind.name}'" if isinstance(kind, WorkloadKind) else repr(kind)
+        raise ConfigError(module, "KIND", found, f"a WorkloadKind named '{name}' (a kind's name "
+                          f"is its module's name)")
+    if _KINDS.get(name) is not kind:
+        register(kind)
+    return kind
+
+
+def _import_kind(name: str, module: str):
+    return _import_file(name, module) if module.endswith(".py") else _import(module)
+
+
+def _import(module: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
+            raise                                   # the module's own imports failed
+        raise ConfigError(PLUGINS_SOURCE, "", module,
+                          "a module importable from sys.path (or a path to a .py file)") from None
+
+
+def _import_file(name: str, path: str):
+    """A plug-in given as a file, imported once as the module ``simnode_kind_<name>``."""
+    if not Path(path).is_file():
+        raise ConfigError(PLUGINS_SOURCE, "", path, "an existing Python file (.py)")
+    module, resolved = f"simnode_kind_{name}", Path(path).resolve()
+    loaded = sys.modules.get(module)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(resolved):
+        return loaded
+    spec = importlib.util.spec_from_file_location(module, resolved)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[module]
+        raise
+    return mod

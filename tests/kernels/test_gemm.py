@@ -17,12 +17,12 @@ from simnode.config.topology import Topology
 from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.kernels.gemm import GemmParams, block_order, choose_tiling, gemm_roofline, gemm_schedule
-from simnode.workloads import gemm as gemm_kind
+from simnode.workloads.kinds.gemm import KIND as GEMM
 from simnode.workloads.loader import load_inputs
 
 
 def _run(chip, **params):
-    return gemm_kind.run(Topology("test", chip), params)
+    return GEMM.run(Topology("test", chip), params)
 
 
 def _with_hbm(chip, factor: float):

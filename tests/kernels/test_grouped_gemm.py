@@ -23,7 +23,7 @@ from simnode.kernels.gemm import GemmParams, gemm_schedule
 from simnode.kernels.grouped_gemm import (CONTIGUOUS_BLOCK_M, MASKED_BLOCK_M_CANDIDATES, GroupedGemmParams,
                                           cann_block_m, expert_blocks, grouped_gemm_roofline,
                                           grouped_gemm_schedule, grouped_tiling, padding_frac)
-from simnode.kernels.gemm_core import sub_tiles
+from simnode.kernels.gemm.core import sub_tiles
 from simnode.workloads.chiprun import run_schedule
 
 

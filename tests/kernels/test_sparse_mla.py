@@ -9,8 +9,8 @@ import pytest
 from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.instr.schedule import to_records
-from simnode.kernels import sparse_mla_core as core, sparse_mla_vf as vf
-from simnode.kernels.sparse_mla_plan import choose_plan
+from simnode.kernels.sparse_mla import core, vf
+from simnode.kernels.sparse_mla.plan import choose_plan
 from simnode.kernels.sparse_mla import (KV_ROW_BYTES, SparseMlaParams, drain_flags, flops,
                                         item_blocks, select_tokens, sparse_mla_schedule)
 
@@ -169,7 +169,7 @@ def test_the_aiv_preprocesses_each_index_group_after_softmax_as_the_kernel_order
 
 
 def test_vector_functions_cost_s2s_instructions(chip):
-    """The AIV's VFs are S2's instructions (sparse_mla_vf): FP8 dequant takes 22 ALU
+    """The AIV's VFs are S2's instructions (sparse_mla.vf): FP8 dequant takes 22 ALU
     instructions per token (2 scale interleaves on EXU0, then per 128 elements 2 FP8 -> fp32
     conversions, shift, or, scale multiply), 6 loads and 4 vsstb stores, after a scale
     prologue (4 set-up + 2 per 8 tokens); FP4 takes 8 (per 128 elements the decoder

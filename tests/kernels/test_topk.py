@@ -7,7 +7,7 @@ import pytest
 from simnode.config.topology import load_topology_raw, topology_from_mapping
 from simnode.errors import ScheduleError
 from simnode.kernels.topk import TopkParams, bitonic_ops, candidates, resident, topk_schedule
-from simnode.workloads.topk import run
+from simnode.workloads.kinds.topk import KIND as TOPK
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_bad_parameters_get_a_clear_message(chip, kw, msg):
 
 @pytest.mark.parametrize("shape", [dict(rows=256, n=8192, k=512), dict(rows=64, n=129280, k=64)])
 def test_deepselect_beats_the_sort_baseline_and_names_a_bottleneck(topo, shape):
-    ds = run(topo, {**shape, "algorithm": "deepselect", "stages": 4, "num_aivs": 0})
-    srt = run(topo, {**shape, "algorithm": "sort", "stages": 4, "num_aivs": 0})
+    ds = TOPK.run(topo, {**shape, "algorithm": "deepselect", "stages": 4, "num_aivs": 0})
+    srt = TOPK.run(topo, {**shape, "algorithm": "sort", "stages": 4, "num_aivs": 0})
     assert ds.makespan_ns < 0.5 * srt.makespan_ns
     assert ds.bottleneck and srt.bottleneck == "vector (aiv.v)"

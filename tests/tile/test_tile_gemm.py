@@ -1,5 +1,5 @@
 """The DeepGEMM-style GEMM written as a tile program against the hand-written schedule
-(simnode/kernels/gemm.py): the same tiles and block order, so the lowered program must
+(simnode.kernels.gemm): the same tiles and block order, so the lowered program must
 time like the hand-written one -- within 2% at bf16, fp8 and fp4 on 4096x7168x16384 and
 at the memory-bound m=32, k=7168 (the acceptance), equal on the shapes checked here (to
 rounding: the hand-written schedule's cores run as lock-step groups, ``KernelSchedule.lockstep``,

@@ -2,17 +2,14 @@
 the package runs with ``simnode run``, sweeps with ``simnode sweep``, and its ``--out``
 folder makes a ``simnode report`` page like any kind's; the program's parameters are
 fields (``--set`` reaches them, a typo lists them); every mistake is one line naming the
-file (and the program line), exit 2; the README's example runs as printed."""
+file (and the program line), exit 2. (The example of docs/tile-programs.md runs as printed:
+tests/test_docs.py.)"""
 
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
 
 USER_PROGRAM = '''
 import simnode.tile.lang as T
@@ -101,22 +98,3 @@ def test_a_program_error_names_its_line_through_the_cli(cli, user_error, topolog
     work.write_text("kind: tile\nprogram: over.py\n")
     user_error(cli("run", topology_path, work), "over.py:7: UB of aiv0 overflows", nothing_ran=True)
     user_error(cli("schedule", topology_path, work), "over.py:7: UB of aiv0 overflows")
-
-
-def _readme_example():
-    text = (REPO / "README.md").read_text()
-    prog = re.search(r"```python\n(# my_softmax\.py\n.*?)```", text, re.S).group(1)
-    work = re.search(r"```yaml\n(# my_softmax\.yaml\n.*?)```", text, re.S).group(1)
-    return prog, work
-
-
-def test_the_readme_example_runs_as_printed(cli, topology_path, tmp_path):
-    prog, work = _readme_example()
-    (tmp_path / "my_softmax.py").write_text(prog)
-    (tmp_path / "my_softmax.yaml").write_text(work)
-    res = cli("run", topology_path, tmp_path / "my_softmax.yaml", "--json")
-    assert res.code == 0, res.err
-    r = json.loads(res.out)
-    text = (REPO / "README.md").read_text()
-    assert f"makespan                     {r['makespan_ns'] / 1000:.3f} us" in text
-    assert f"achieved_GBps                {r['achieved_GBps']:.0f}" in text

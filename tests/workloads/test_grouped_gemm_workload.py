@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from simnode.workloads import grouped_gemm as gg_kind
+from simnode.workloads.kinds import grouped_gemm as gg_kind
 from simnode.workloads.loader import load_inputs
 
 
@@ -37,7 +37,7 @@ def test_routed_counts_conserve_every_pick(routing):
     """Over the ranks of the EP group, the local experts' counts add up to every token's
     top_k picks (tokens x ranks x top_k), and hot routing loads rank 0's hot experts."""
     params = dict(num_experts=64, num_ranks=4, tokens=1000, top_k=6, routing=routing,
-                  zipf_exponent=1.0, hot_experts=2, hot_share=0.3, seed=3)
+                  zipf_exponent=1.0, hot_experts=2, hot_share=0.3, seed=3, routing_file="")
     counts = [gg_kind.routed_counts({**params, "rank": r}) for r in range(4)]
     assert sum(map(sum, counts)) == 1000 * 4 * 6
     assert all(len(c) == 16 for c in counts)
@@ -76,7 +76,7 @@ def test_generated_counts_through_set(cli, topology_path, grouped):
     assert d["experts"] == 4 and d["tokens"] == sum(
         gg_kind.routed_counts(dict(num_experts=64, num_ranks=16, rank=3, tokens=256, top_k=6,
                                    routing="uniform", zipf_exponent=1.0, hot_experts=4,
-                                   hot_share=0.25, seed=0)))
+                                   hot_share=0.25, seed=0, routing_file="")))
 
 
 @pytest.mark.parametrize("fields,needles", [

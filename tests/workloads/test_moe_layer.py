@@ -96,7 +96,7 @@ def test_every_routed_row_is_computed_once(seed, top_k, tokens, overlap):
     from simnode.moe.layer import LayerParams, MoELayerSim
     from simnode.ep.deepep import DeepEPCosts
     from simnode.ep.fields import costs_from
-    from simnode.workloads import moe_layer
+    from simnode.workloads.kinds import moe_layer
     inp = load_inputs(TOPOLOGY, LAYER, [f"num_ranks=4", f"tokens_per_rank={tokens}",
                                          f"top_k={top_k}", "num_experts=16", f"seed={seed}",
                                          f"overlap={overlap}", "hidden=1024",

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simnode.config.topology import load_topology_raw, topology_from_mapping
-from simnode.workloads.sparse_mla import FIELDS, run
+from simnode.workloads.kinds.sparse_mla import FIELDS, KIND as SPARSE_MLA
 
 DTYPES = st.sampled_from(["bf16", "fp8", "fp4"])
 
@@ -54,7 +54,7 @@ def shapes(draw):
 @given(p=shapes())
 def test_sparse_mla_properties(raw, topology_path, p):
     topo = _topology(raw, str(topology_path))
-    r = run(topo, p)
+    r = SPARSE_MLA.run(topo, p)
     # FLOPs as facts 2.2 counts them: 2 x queries x H x topk x (d_qk + d_v)
     if p["mode"] == "prefill":
         queries, topk = p["n_q"], p["topk"]
@@ -68,6 +68,6 @@ def test_sparse_mla_properties(raw, topology_path, p):
     fast = _topology(raw, str(topology_path),
                      l2_bandwidth_GBps=2 * topo.chip.memory.l2_bandwidth_GBps,
                      hbm_bandwidth_GBps=2 * topo.chip.memory.hbm_bandwidth_GBps)
-    assert run(fast, p).makespan_ns <= r.makespan_ns * (1 + 1e-9)
+    assert SPARSE_MLA.run(fast, p).makespan_ns <= r.makespan_ns * (1 + 1e-9)
     # deterministic
-    assert run(topo, p).to_dict() == r.to_dict()
+    assert SPARSE_MLA.run(topo, p).to_dict() == r.to_dict()

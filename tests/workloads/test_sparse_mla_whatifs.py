@@ -12,7 +12,7 @@ import pytest
 
 from simnode.config.topology import load_topology_raw, topology_from_mapping
 from simnode.kernels.sparse_mla import COLD_START_NS, KERNEL_LAUNCH_NS
-from simnode.workloads.sparse_mla import run
+from simnode.workloads.kinds.sparse_mla import KIND as SPARSE_MLA
 
 BASE = dict(mode="prefill", n_q=128, kv_len=8192, topk=640, kv_dtype="bf16", batch=64, s_q=4,
             topk_main=128, topk_extra=512, main_len=256, extra_len=2048, main_dtype="fp8",
@@ -36,7 +36,7 @@ def go(topo):
     def r(**kw):
         key = tuple(sorted(kw.items()))
         if key not in cache:
-            cache[key] = run(topo, {**BASE, **kw})
+            cache[key] = SPARSE_MLA.run(topo, {**BASE, **kw})
         return cache[key]
     return r
 
@@ -111,7 +111,7 @@ def test_c_alone_1c1v_with_an_aiv_as_strong_as_two_is_fixpipe_bound_below_73(top
                   "vf_reduce_latency_cycles", "vf_sfu_latency_cycles"):
         chip["vector"][fixed] /= 2
     strong = topology_from_mapping(raw, str(topology_path))
-    r = run(strong, {**BASE, "vector_cores_per_cube": 1, "skip_scale_threshold": 0.0,
+    r = SPARSE_MLA.run(strong, {**BASE, "vector_cores_per_cube": 1, "skip_scale_threshold": 0.0,
                      "b_topk": b_topk, "n_q": 256})
     assert r.details["busiest_pipe_by_unit"]["aic"] == binding
     if binding.startswith("FixPipe"):
@@ -195,8 +195,8 @@ def test_a_traced_prefill_runs_every_core_and_does_not_claim_groups(topo, tmp_pa
     # (to rounding: a traced run also reads read by read, ``ChipSim(gm_bursts=...)``) and no
     # lockstep_groups figure
     from simnode.workloads.registry import RunOptions
-    traced = run(topo, BASE, RunOptions(trace_path=str(tmp_path / "t.json")))
-    full = run(topo, {**BASE, "lockstep_groups": 0})
+    traced = SPARSE_MLA.run(topo, BASE, RunOptions(trace_path=str(tmp_path / "t.json")))
+    full = SPARSE_MLA.run(topo, {**BASE, "lockstep_groups": 0})
     names = {f.name for f in traced.kernels[0].figures}
     assert "lockstep_groups" not in names
     assert traced.makespan_ns == pytest.approx(full.makespan_ns, rel=1e-9)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simnode.config.topology import load_topology_raw, topology_from_mapping
-from simnode.workloads.topk import run
+from simnode.workloads.kinds.topk import KIND as TOPK
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,8 @@ def shapes(draw):
 @given(p=shapes())
 def test_topk_properties(raw, topology_path, p):
     topo = _topology(raw, str(topology_path))
-    r = run(topo, p)
+    r = TOPK.run(topo, p)
     assert r.makespan_ns > 0 and r.details["rows_per_s"] > 0
-    assert run(_topology(raw, str(topology_path), 2.0), p).makespan_ns <= r.makespan_ns * (1 + 1e-9)
-    assert run(topo, {**p, "rows": p["rows"] // 2}).makespan_ns <= r.makespan_ns * (1 + 1e-9)
-    assert run(topo, p).to_dict() == r.to_dict()
+    assert TOPK.run(_topology(raw, str(topology_path), 2.0), p).makespan_ns <= r.makespan_ns * (1 + 1e-9)
+    assert TOPK.run(topo, {**p, "rows": p["rows"] // 2}).makespan_ns <= r.makespan_ns * (1 + 1e-9)
+    assert TOPK.run(topo, p).to_dict() == r.to_dict()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from simnode.workloads.loader import load_inputs
-from simnode.workloads.transport import TransportSim, peers_of
+from simnode.workloads.kinds.transport import TransportSim, peers_of
 
 
 @pytest.fixture

@@ -29,6 +29,13 @@ STAGES = {"k_load": 0, "qk": 1, "s_out": 3, "softmax": 5, "p_push": 6, "v_load":
           "o_acc": 7}
 
 
+def cube_step(a_l1, b_l1, a_l0, b_l0, acc):
+    """acc = A B^T on the cube, both operands moved L1 -> L0A / L0B first (MTE1)."""
+    T.copy(a_l1, a_l0)
+    T.copy(b_l1, b_l0)
+    T.gemm(a_l0, b_l0, acc, transpose_B=True, clear_accum=True)
+
+
 @T.program
 def flash_attention(seq_q: int = T.param(4096, "query rows per query head group", min=1),
                     group: int = T.param(1, "query heads per KV head (1 = MHA)", min=1),
@@ -97,9 +104,7 @@ def flash_attention(seq_q: int = T.param(4096, "query rows per query head group"
                 with T.stage(at["k_load"]):
                     T.copy(K[kv * bc:(kv + 1) * bc], k_l1)
                 with T.stage(at["qk"]):
-                    T.copy(q_l1, qk_a)
-                    T.copy(k_l1, qk_b)
-                    T.gemm(qk_a, qk_b, qk_acc, transpose_B=True, clear_accum=True)
+                    cube_step(q_l1, k_l1, qk_a, qk_b, qk_acc)      # S = Q K^T
                 with T.stage(at["s_out"]):
                     T.dual_copy(qk_acc, s_ub)
                 with T.stage(at["softmax"]):
@@ -118,9 +123,7 @@ def flash_attention(seq_q: int = T.param(4096, "query rows per query head group"
                 with T.stage(at["v_load"]):
                     T.copy(V[kv * bc:(kv + 1) * bc], v_l1, transpose=True)
                 with T.stage(at["pv"]):
-                    T.copy(p_l1, pv_a)
-                    T.copy(v_l1, pv_b)
-                    T.gemm(pv_a, pv_b, pv_acc, transpose_B=True, clear_accum=True)
+                    cube_step(p_l1, v_l1, pv_a, pv_b, pv_acc)      # O_tmp = P V (V^T in L1)
                 with T.stage(at["o_acc"]):
                     T.dual_copy(pv_acc, o_tmp)
                     with T.vf("accumulate O"):

@@ -1,5 +1,5 @@
 """DeepGEMM-Ascend's dense GEMM C = A x B as a tile program (facts 3.5), beside the
-hand-written schedule (``simnode/kernels/gemm.py``) as a cross-check.
+hand-written schedule (``simnode.kernels.gemm``) as a cross-check.
 
 The host side is shared: the tile heuristic (``choose_tiling``: BLOCK_M/N/K, the L0 K step,
 L1 stages, the L0C sub-tiles) and the swizzled block order are DeepGEMM's choices, not the

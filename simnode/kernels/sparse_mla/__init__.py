@@ -1,0 +1,305 @@
+"""Sparse MLA attention schedule after FlashMLA's Ascend 1C2V kernel (facts 3.4, S1/S2).
+
+``SparseMlaParams`` describes a prefill (``n_q`` queries over one KV of ``kv_len``
+tokens) or a decode (``batch x s_q`` queries over a main and an extra cache, each
+with its own top-k, length and dtype). ``sparse_mla_schedule(chip, params)`` deals
+the work items (one query x one block of ``heads_per_core`` heads) to the AI cores
+and builds each core's program (``core.core_program``);
+``sparse_mla_roofline`` gives the lower bounds. Pure functions: no SimPy.
+
+Modeling assumptions a reader could doubt:
+
+- D = 512 for both QK and V (facts 2.2, S8 FLOP formula d_qk = d_v = 512): the MLA
+  latent is 512 wide and K and V are the same gathered row; rope dims are not
+  modeled separately (the published FLOP count has none), so a KV row is the 512
+  latent values (1024 B BF16, 528 B FP8, 288 B FP4 with their scales, facts 2.2).
+- Selected tokens: each query's top-k indices are drawn uniformly at random without
+  replacement over the cache length (seeded). Each token row is its own L2 region
+  (``gm_key``), so queries that select the same token re-read it from L2: the L2
+  hit rate follows from topk / kv_len and the 128 MiB L2, not from a parameter.
+- Skip-scale (facts 3.4): a block needs an O rescale only when its row max rises by
+  more than ``skip_scale_threshold`` (nats). Scores are not simulated, so the share
+  of such blocks is the parameter ``rescale_share`` (no source gives it; 5% is an
+  assumption, stated before any run). Threshold 0 means skip-scale off: every block
+  after an item's first rescales, the case S1's 1C1V FixPipe bound assumes.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+
+import numpy as np
+
+from simnode.config.chip import ChipSpec
+from simnode.config.params import param
+from simnode.errors import ScheduleError
+from simnode.kernels import builds_records
+from simnode.kernels.sparse_mla import core
+from simnode.instr.schedule import CoreProgram, KernelSchedule, lockstep_groups
+from simnode.kernels.sparse_mla.plan import (INDEX_BLOCK_TOKENS, KV_ROW_BYTES, buffer_plan,
+                                             choose_plan)
+
+KV_DTYPES = ("bf16", "fp8", "fp4")
+DEFAULT_RESCALE_SHARE = 0.05     # assumption (see module docstring): blocks whose max jumps > threshold
+KERNEL_LAUNCH_NS = 1900.0        # facts 1.2, S6: kernel launch + InitSocState ~1.9 us (M)
+# The per-launch time beyond the launch: a recorded CALIBRATION, not a sourced value.
+# S8 times each launch after an 8 GB L2 flush, and a line through its decode rows against the
+# batch leaves ~12.4 us (FP8) / ~10.6 us (FP4) per launch where the model has ~3.5 (launch,
+# first gathers from HBM, pipeline fill and drain). The likely rest is the cold instruction
+# side: 16 KB VECTOR and 8 KB SIMD VF i-caches (facts 1.2, S1), code fetched in 2 KB units
+# (CANN Ascend C guide, "Compute Units", atlas_ascendc_10_0009), and S2's commented-out
+# "VF warmup ... cache-miss-like behaviour when we call one VF for the first time". No
+# source gives the kernel's code size or a fetch-miss latency, so the value is fitted:
+# `simnode calibrate topologies/ascend950dt.yaml validation/published.yaml --only
+# 'sparse-mla-decode-fp8-b64' --fit cold_start_ns=0:20000` gave 10685.7 ns with the VFs at
+# one issue per cycle (validation/published.yaml records that case as its fit; issue 22
+# stays open on it). 0 is the what-if of warm caches.
+COLD_START_NS = 10686.0
+# The prefill's lock-step reduced form (simnode.hardware.lockstep): its default resolution is
+# the fewest groups measured within 0.1% of the detailed makespan at every n_q from 128 to 4096
+# at the published kv_len 8192 (+0.05 to +0.09%; 4 groups: +0.87% at 2048; 16: within 0.02%
+# but 1.4x rather than 2.1x faster; benchmarks/README.md, "Lock-step prefill, round 7"). Its
+# bias grows with the cold phase: at kv_len 32768 (each KV row read 80 times, not 320) 8 groups
+# are +0.20%, 16 groups -0.005%. With fewer than LOCKSTEP_MIN_ITEMS items per core the cold
+# phase dominates (8 groups: -0.13% at n_q 64) and every core runs; such runs take a second
+# or two in full.
+LOCKSTEP_GROUPS = 8
+LOCKSTEP_MIN_ITEMS = 4
+# S2 run(): decode allocates its KV in L2 only when a small cache is read again and again
+SMALL_CACHE_BYTES = 8 * 1024 * 1024     # S2 SMALL_CACHE_BYTES
+MIN_CACHE_REUSE = 4                     # S2 MIN_CACHE_REUSE: token reads per cached token
+
+
+@dataclass(frozen=True)
+class SparseMlaParams:
+    """The ``sparse_mla`` workload's fields: each declared once here (``simnode.config.params``)."""
+    mode: str = param("prefill", "prefill or decode", choices=("prefill", "decode"))
+    n_q: int = param(4096, "prefill queries", unit="queries", min=1)
+    kv_len: int = param(8192, "prefill KV length", unit="tokens", min=1)
+    topk: int = param(640, "prefill selected KV entries per query (tokens of its cache)", unit="entries", min=1)
+    kv_dtype: str = param("bf16", "prefill KV cache dtype", choices=KV_DTYPES)
+    batch: int = param(64, "decode sequences", unit="sequences", min=1)
+    s_q: int = param(4, "decode queries per sequence", unit="queries", min=1)
+    topk_main: int = param(128, "decode main-cache top-k", unit="tokens", min=1)
+    topk_extra: int = param(512, "decode extra-cache top-k", unit="tokens", min=1)
+    main_len: int = param(256, "decode main-cache length", unit="tokens", min=1)
+    extra_len: int = param(2048, "decode extra-cache length", unit="tokens", min=1)
+    main_dtype: str = param("fp8", "decode main-cache dtype", choices=KV_DTYPES)
+    extra_dtype: str = param("fp8", "decode extra-cache dtype", choices=KV_DTYPES)
+    heads: int = param(64, "query heads H", unit="heads", min=1)
+    d_qk: int = param(512, "QK head dim: the MLA latent, a multiple of the 128-wide L0 tiles",
+                      unit="elements", min=1)
+    d_v: int = param(512, "V head dim: the same latent as d_qk (K and V are one gathered row), so "
+                     "equal to it", unit="elements", min=1)
+    heads_per_core: int = param(64, "query heads one AI core handles per item", unit="heads", min=1)
+    b_topk: int = param(64, "selected tokens per pipeline step (facts 3.4)", unit="tokens", min=1)
+    vector_cores_per_cube: int = param(2, "AIVs per cube: 2 = 1C2V (FlashMLA), 1 = 1C1V", unit="AIVs",
+                                       min=1)
+    gather2: bool = param(True, "one MTE2 descriptor fetches two tokens (facts 3.4)")
+    skip_scale_threshold: float = param(6.0, "skip-scale threshold after sm_scale (facts 3.4); 0 = off",
+                                        unit="nats", min=0)
+    rescale_share: float = param(DEFAULT_RESCALE_SHARE, "share of non-first blocks needing an O "
+                                 "rescale with skip-scale on (an assumption: module docstring)",
+                                 unit="fraction", min=0, max=1, origin="reasoned")
+    sinks: bool = param(True, "attention sinks in the softmax denominator")
+    seed: int = param(0, "seed of the uniform top-k token selection", unit="1", min=0)
+    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    lockstep_groups: int = param(LOCKSTEP_GROUPS, "prefill: lock-step groups its cores are dealt "
+                                 "into, each simulated as one representative core "
+                                 "(simnode.hardware.lockstep; 8 keep the makespan within 0.1% of "
+                                 "every core's from n_q 128 to 4096 at kv_len 8192); 0 = every core",
+                                 unit="groups", min=0, origin="reasoned")
+    kernel_launch_ns: float = param(KERNEL_LAUNCH_NS, "kernel launch + InitSocState (facts 1.2, S6)",
+                                    unit="ns", min=0, origin="sourced")
+    cold_start_ns: float = param(COLD_START_NS, "per-launch cold-start cost beyond the launch, "
+                                 "calibrated on S8's FP8 batch-64 decode (no source gives it; 0 = warm)",
+                                 unit="ns", min=0, origin="calibrated")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One pipeline step of one item: up to b_topk tokens of one cache."""
+    item: int                            #: item index (query x head block)
+    first: bool                          #: first block of its item
+    cache: str                           #: "kv", "main" or "extra"
+    seq: int                             #: sequence (decode batch entry; 0 in prefill)
+    dtype: str
+    tokens: tuple                        #: selected token ids
+    index_group: int                     #: which 640-index group of (item, cache) it starts, or -1
+
+
+def _err(p: SparseMlaParams, what: str) -> ScheduleError:
+    return ScheduleError(f"sparse MLA ({p.mode}): {what}")
+
+
+def validate(p: SparseMlaParams, chip: ChipSpec) -> None:
+    if p.mode not in ("prefill", "decode"):
+        raise _err(p, f"mode '{p.mode}': expected prefill or decode.")
+    if p.d_qk != p.d_v or p.d_qk % 128:
+        raise _err(p, f"d_qk = {p.d_qk}, d_v = {p.d_v}: the MLA latent is shared by K and V, "
+                      f"so expected equal sizes that are multiples of the 128-wide L0 tiles.")
+    if p.heads_per_core <= 0 or p.heads_per_core % 16 or p.heads % p.heads_per_core:
+        raise _err(p, f"heads_per_core = {p.heads_per_core}: expected a multiple of 16 that "
+                      f"divides heads = {p.heads}.")
+    if p.b_topk <= 0 or p.b_topk % 16:
+        raise _err(p, f"b_topk = {p.b_topk}: expected a positive multiple of 16 (cube fractal).")
+    if p.vector_cores_per_cube not in (1, 2) or p.vector_cores_per_cube > chip.aiv_per_core:
+        raise _err(p, f"vector_cores_per_cube = {p.vector_cores_per_cube}: expected 1 or "
+                      f"{chip.aiv_per_core} (AIVs per AI core of '{chip.name}').")
+    if (p.heads_per_core // p.vector_cores_per_cube) % 16:
+        raise _err(p, f"heads_per_core = {p.heads_per_core} over {p.vector_cores_per_cube} "
+                      f"vector cores: each AIV's share of heads must be a multiple of 16.")
+    if p.skip_scale_threshold < 0 or not 0 <= p.rescale_share <= 1:
+        raise _err(p, f"skip_scale_threshold = {p.skip_scale_threshold}, rescale_share = "
+                      f"{p.rescale_share}: expected a threshold >= 0 and a share in [0, 1].")
+    for name, k, n, dt in _caches(p):
+        if dt not in KV_ROW_BYTES:
+            raise _err(p, f"{name} dtype '{dt}': expected one of {', '.join(KV_ROW_BYTES)}.")
+        if not 0 < k <= n:
+            raise _err(p, f"{name} top-k {k} over length {n}: expected 0 < top-k <= length "
+                          f"(top-k selects distinct tokens).")
+    if p.num_cores < 0 or p.num_cores > chip.num_ai_cores:
+        raise _err(p, f"num_cores = {p.num_cores}: expected 0..{chip.num_ai_cores}.")
+
+
+def _caches(p: SparseMlaParams) -> list[tuple[str, int, int, str]]:
+    """(name, top-k, length, dtype) of every cache a query attends to."""
+    if p.mode == "prefill":
+        return [("kv", p.topk, p.kv_len, p.kv_dtype)]
+    return [("main", p.topk_main, p.main_len, p.main_dtype),
+            ("extra", p.topk_extra, p.extra_len, p.extra_dtype)]
+
+
+def num_queries(p: SparseMlaParams) -> int:
+    return p.n_q if p.mode == "prefill" else p.batch * p.s_q
+
+
+def flops(p: SparseMlaParams) -> float:
+    """facts 2.2: 2 * queries * H * topk * (d_qk + d_v)."""
+    topk = sum(k for _, k, _, _ in _caches(p))
+    return 2.0 * num_queries(p) * p.heads * topk * (p.d_qk + p.d_v)
+
+
+def kv_l2_hint(p: SparseMlaParams) -> str:
+    """L2 hint of the KV gathers, S2's rule: prefill reads with NORMAL_LAST_VICTIM; decode
+    too if the caches take at most 8 MiB and are read at least 4x per token, else with
+    NOTALLOC_CLEAN (the rows bypass L2 allocation, so every gather reads HBM)."""
+    if p.mode == "prefill":
+        return "normal"
+    caches = _caches(p)
+    kv_bytes = sum(p.batch * n * KV_ROW_BYTES[dt] for _, _, n, dt in caches)
+    kv_tokens = sum(p.batch * n for _, _, n, _ in caches)
+    token_reads = num_queries(p) * sum(k for _, k, _, _ in caches)
+    small = kv_bytes <= SMALL_CACHE_BYTES and token_reads >= MIN_CACHE_REUSE * kv_tokens
+    return "normal" if small else "notalloc"
+
+
+def select_tokens(p: SparseMlaParams) -> dict:
+    """(query, cache) -> sorted selected token ids, uniform without replacement, seeded."""
+    rng = np.random.default_rng(p.seed)
+    out = {}
+    for q in range(num_queries(p)):
+        for name, k, n, _ in _caches(p):
+            out[(q, name)] = tuple(np.sort(rng.choice(n, k, replace=False)).tolist())
+    return out
+
+
+def item_blocks(p: SparseMlaParams, item: int, q: int, sel: dict) -> list[Block]:
+    seq = 0 if p.mode == "prefill" else q // p.s_q
+    blocks = []
+    for name, k, _, dt in _caches(p):
+        toks = sel[(q, name)]
+        for b0 in range(0, k, p.b_topk):
+            group = b0 // INDEX_BLOCK_TOKENS if b0 % INDEX_BLOCK_TOKENS < p.b_topk else -1
+            blocks.append(Block(item, not blocks, name, seq, dt, toks[b0:b0 + p.b_topk], group))
+    return blocks
+
+
+def drain_flags(p: SparseMlaParams, blocks: list[Block]) -> list[bool]:
+    """Per block: must O be drained from L0C before O += S*V of this block?
+
+    An item's first block drains the previous item's finished O; a later block drains for
+    an O rescale: always with skip-scale off, else for ``rescale_share`` of them, spread
+    evenly (error diffusion, deterministic)."""
+    out, acc = [], 0.0
+    for i, b in enumerate(blocks):
+        if b.first:
+            out.append(i > 0)
+            continue
+        if p.skip_scale_threshold == 0:
+            out.append(True)
+            continue
+        acc += p.rescale_share
+        out.append(acc >= 1.0 - 1e-9)
+        if out[-1]:
+            acc -= 1.0
+    return out
+
+
+@builds_records
+def sparse_mla_schedule(chip: ChipSpec, p: SparseMlaParams) -> KernelSchedule:
+    """Per-core programs of one sparse MLA call; ScheduleError if the buffers overflow."""
+    validate(p, chip)
+    ncores = p.num_cores or chip.num_ai_cores
+    plan = choose_plan(chip, p, [dt for _, _, _, dt in _caches(p)])
+    sel = select_tokens(p)
+    hint = kv_l2_hint(p)
+    head_blocks = p.heads // p.heads_per_core
+    per_core = [[] for _ in range(ncores)]
+    for q in range(num_queries(p)):
+        for hb in range(head_blocks):
+            item = q * head_blocks + hb
+            per_core[item % ncores].extend(item_blocks(p, item, q, sel))
+    chunks = core.gather_chunks(p, plan, per_core, hint)     # every core's KV gathers at once
+    cores = []
+    shapes: dict = {}               # a core's blocks -> the cores with as many (lock step)
+    for c, blocks in enumerate(per_core):
+        if not blocks:
+            continue
+        prog = CoreProgram(c)
+        core.core_program(prog, chip, p, plan, blocks, drain_flags(p, blocks), hint, chunks[c])
+        prog.buffers = buffer_plan(p, plan)
+        cores.append(prog)
+        # a prefill's items have as many blocks each, so cores with as many blocks run the
+        # same program on other KV rows (the same drains, chunks and copies at the same places)
+        shapes.setdefault(len(blocks), []).append(c)
+    items = min(sum(b.first for b in blocks) for blocks in per_core if blocks)
+    groups = lockstep_groups(shapes, p.lockstep_groups) \
+        if p.mode == "prefill" and p.lockstep_groups and items >= LOCKSTEP_MIN_ITEMS else []
+    meta = {"kind": "sparse_mla", "mode": p.mode, "queries": num_queries(p),
+            "heads_per_core": p.heads_per_core, "b_topk": p.b_topk,
+            "vector_cores_per_cube": p.vector_cores_per_cube, "gather2": p.gather2,
+            "orientation": "tokens-as-M" if plan.transposed else "heads-as-M",
+            "kv_l1_stages": plan.kv_l1_stages, "l0_slots": plan.l0_slots,
+            "chunk_tokens": plan.chunk_tokens, "gather_ub_chunks": plan.gather_chunks,
+            "o_fragments": plan.fragments, "items": num_queries(p) * head_blocks,
+            "kv_l2_hint": hint,
+            "blocks_per_core_max": max(len(b) for b in per_core)}
+    if groups:
+        meta["lockstep_groups"] = len(groups)      # a reduced form runs: the result says so
+    sched = KernelSchedule(f"sparse_mla_{p.mode}", cores, flops(p), meta, groups)
+    # the collector's permanent generation takes what was just built (millions of records and
+    # tuples, no reference cycles): else its first pass once ``builds_records`` turns it on
+    # again walks them all (0.6 s at n_q 4096, for nothing). ``ChipSim.run`` freezes them
+    # anyway and unfreezes everything when it ends; unrun, they still go by reference count
+    gc.freeze()
+    return sched
+
+
+def sparse_mla_roofline(chip: ChipSpec, p: SparseMlaParams) -> dict:
+    """Lower bounds in ns: cube at peak on the useful FLOPs, every gathered KV byte through
+    L2, and the distinct KV rows once through HBM (expected count under uniform selection)."""
+    peak_flop_per_ns = 2 * chip.cube.macs_per_cycle["bf16"] * chip.aic_freq_GHz * chip.num_ai_cores
+    items_per_query = p.heads // p.heads_per_core
+    gathered = hbm = 0.0
+    for name, k, n, dt in _caches(p):
+        gathered += num_queries(p) * items_per_query * k * KV_ROW_BYTES[dt]
+        readers = num_queries(p) if p.mode == "prefill" else p.s_q
+        seqs = 1 if p.mode == "prefill" else p.batch
+        hbm += seqs * n * (1.0 - (1.0 - k / n) ** readers) * KV_ROW_BYTES[dt]
+    compute_ns = flops(p) / peak_flop_per_ns
+    l2_ns = gathered / chip.memory.l2_bandwidth_GBps
+    hbm_ns = hbm / chip.memory.hbm_bandwidth_GBps
+    return {"compute_ns": compute_ns, "l2_ns": l2_ns, "hbm_ns": hbm_ns,
+            "gathered_bytes": gathered, "bound_ns": max(compute_ns, l2_ns, hbm_ns)}
