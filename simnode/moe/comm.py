@@ -24,6 +24,7 @@ from simnode.config.params import params_of
 from simnode.ep import fields
 from simnode.ep.lowlatency_costs import LowLatencyCosts
 from simnode.ep.lowlatency_plan import API_LIMITS, LLShape, build_plan, check_limits as _limits
+from simnode.errors import ConfigError
 
 #: the 950 generation's low-latency dispatch rows (facts v4-decode 2 and 3: MXFP8, "A5 only")
 LL_DISPATCH_DTYPE = "mxfp8"
@@ -51,7 +52,13 @@ def ll_costs(params: dict) -> LowLatencyCosts:
 
 def check_limits(topology, params: dict, num_aiv: int, source: str) -> None:
     """What the published low-latency API refuses (tokens per rank, top-k, experts, hidden,
-    the window in the rank's HBM) is an error naming ``source`` and the field."""
+    the window in the rank's HBM) is an error naming ``source`` and the field; so is a tree
+    without the member."""
+    try:
+        from simnode.ep.lowlatency import LowLatencySim  # noqa: F401
+    except ImportError:
+        raise ConfigError(source, "comm", "low_latency", "normal: this tree has no low-latency "
+                          "member (simnode.ep.lowlatency)") from None
     T = params["tokens_per_rank"]
     shape = LLShape(topology.supernode.num_ranks, T, T, params["hidden"], params["top_k"],
                     params["num_experts"], num_aiv, LL_DISPATCH_DTYPE)

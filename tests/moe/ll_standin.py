@@ -7,7 +7,8 @@ is built: ``LowLatencySim(topology, plan, costs, *, fabric, name)``, ``prepare(k
 Its kernels: launch, every rank's rows to each peer as one flow over the network (a record
 per dispatch row, a BF16 row per combine row), then a barrier (every rank's statuses) and a
 fixed copy or reduce; no mechanism of the real kernels, only their shape on the clock.
-``install()`` puts it in ``sys.modules`` when the real member is not there.
+``install()`` puts it in ``sys.modules`` when the real member is not there, ``uninstall()``
+takes it out.
 """
 
 from __future__ import annotations
@@ -65,11 +66,22 @@ class LowLatencySim(EPKernel):
         yield from self._run(r, t)
 
 
-def install() -> None:
-    """Make ``simnode.ep.lowlatency`` this stand-in unless the member exists."""
+NAME = "simnode.ep.lowlatency"
+
+
+def install() -> bool:
+    """Make ``simnode.ep.lowlatency`` this stand-in unless the member exists; whether it did."""
     try:
         import simnode.ep.lowlatency  # noqa: F401
     except ImportError:
-        mod = types.ModuleType("simnode.ep.lowlatency")
+        mod = types.ModuleType(NAME)
         mod.LowLatencySim, mod.STEPS, mod.steps_of = LowLatencySim, STEPS, steps_of
-        sys.modules["simnode.ep.lowlatency"] = mod
+        sys.modules[NAME] = mod
+        return True
+    return False
+
+
+def uninstall() -> None:
+    """Take the stand-in out again (other tests see the tree as it is)."""
+    if sys.modules.get(NAME) is not None and sys.modules[NAME].LowLatencySim is LowLatencySim:
+        del sys.modules[NAME]

@@ -18,12 +18,20 @@ from simnode.workloads.registry import RunOptions
 from tests.conftest import REPO_ROOT
 from tests.moe import ll_standin
 
-ll_standin.install()
-
 TOPOLOGY = REPO_ROOT / "topologies" / "atlas950-supernode.yaml"
 FLASH = REPO_ROOT / "workloads" / "moe-layer-decode-v4-flash.yaml"
 SMALL = {"num_ranks": 8}            # V4-Flash at EP8: 32 experts per rank, 24 rows each
 _CACHE: dict = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def member():
+    """The low-latency member, or its stand-in for this module's tests only."""
+    if ll_standin.install():
+        yield
+        ll_standin.uninstall()
+    else:
+        yield
 
 
 def decode(**sets):

@@ -124,8 +124,6 @@ def _check_streams(chip, params: dict, source: str) -> None:
     if aiv % per or not per <= aiv <= total - per:
         raise ConfigError(source, "shared_aiv", aiv, f"a multiple of {per} in {per}..{total - per} "
                           f"(each stream needs an AI core's AIVs)")
-    if (chip.num_ai_cores - aic) * per > total - aiv and (total - aiv) // per < 1:
-        raise ConfigError(source, "shared_aiv", aiv, "AIVs left for the main stream")
 
 
 def routes_fn(params: dict, num_ranks: int):
