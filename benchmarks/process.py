@@ -87,6 +87,10 @@ for _ep, _target in ((8, 10.0), (128, 60.0)):
     ROWS[f"moe-layer-ep{_ep}"] = Row(f"moe-layer-ep{_ep}", (
         "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/moe-layer.yaml",
         "--set", f"num_ranks={_ep}", "--set", "overlap=fused", "--json"), _target)
+#: the decode MoE layer (issue 33): V4-Flash's, low-latency kernels, at EP128
+ROWS["moe-layer-decode-ep128"] = Row("moe-layer-decode-ep128", (
+    "simnode", "run", "topologies/atlas950-supernode.yaml", "workloads/moe-layer-decode-v4-flash.yaml",
+    "--set", "num_ranks=128", "--json"), 5.0)
 
 #: one decode step: V4-Flash on 16 chips at global batch 256 with MTP3, V4-Pro on 64
 ROWS["decode-step-flash16"] = Row("decode-step-flash16", (

@@ -97,7 +97,8 @@ def layer_sim(topology, m: ModelSpec, d: Deployment, routes: list, costs, batch_
     fmt = quantization(d)["routed_experts"]
     lp = LayerParams(d.moe_ep, d.tokens_per_chip, m.hidden, m.moe_intermediate, m.num_experts, m.top_k,
                      0, m.moe_intermediate, "fp4" if fmt == "mxfp4" else "fp8", "sequential", aivs, 1,
-                     batch_window_ns)
+                     batch_window_ns, comm="normal", shared_weight_dtype="", shared_aic=0,
+                     shared_aiv=0, swiglu_clamp=0.0)
     run = MoELayerSim(topology, lp, costs, lambda sl: (r[sl] for r in routes)).run()
     entry = {name: sim.entry_wait_ns for name, (sim, _) in run.kernels.items()}
     calls = {c.name: c for c in K.moe_kernels(m, d, False)}

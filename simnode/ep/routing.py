@@ -15,9 +15,15 @@ tokens, top_k]``. Policies (registry ``POLICIES``):
   of the picks go to the hot experts, spread at random over tokens (at most one pick
   per hot expert per token), uniformly among the hot experts; the other picks are
   uniform over the remaining experts.
+- ``hash`` (``vocab`` = 129280, DeepSeek-V4's): a fixed table from token id to top_k
+  distinct experts (V4's first 3 layers, facts v4-decode 1: "token id -> 6 experts
+  table"; CR modeling_deepseek.py tid2eid [vocab, top_k]), the table drawn from ``seed``
+  alone (the model's, the same for every rank); each token's id is uniform over the
+  vocabulary, so tokens with the same id pick the same experts.
 
 Seeds: rank r's tokens use ``SeedSequence(seed, spawn_key=(0, r))``; the shared
-popularity order uses ``spawn_key=(1,)``. Same arguments, same arrays, on any machine.
+popularity order uses ``spawn_key=(1,)``, the hash table ``spawn_key=(2,)``. Same
+arguments, same arrays, on any machine.
 
 Placement: experts sit on ranks in contiguous blocks, expert e on rank
 ``e // (num_experts / num_ranks)`` (``expert_rank``). DeepEP accounting helpers:
@@ -161,8 +167,31 @@ def _hot(rng, num_tokens, num_experts, top_k, seed, params):
     return cand[keep].reshape(num_tokens, top_k)
 
 
+#: DeepSeek-V4's vocabulary (facts v4-decode 1): the hash table's rows
+V4_VOCAB = 129280
+_TABLES: dict = {}
+
+
+def hash_table(seed: int, vocab: int, num_experts: int, top_k: int) -> np.ndarray:
+    """``int64 [vocab, top_k]``: each token id's top_k distinct experts (memoized)."""
+    key = (seed, vocab, num_experts, top_k)
+    if key not in _TABLES:
+        _TABLES[key] = _distinct_uniform(_rng(seed, 2), vocab, num_experts, top_k)
+    return _TABLES[key]
+
+
+def _hash(rng, num_tokens, num_experts, top_k, seed, params):
+    _no_params("hash", params, ("vocab",))
+    vocab = params.get("vocab", V4_VOCAB)
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
+        raise ConfigError(_SRC, "vocab", vocab, "a vocabulary of at least 1 token id")
+    ids = rng.integers(0, vocab, size=num_tokens)
+    return hash_table(seed, vocab, num_experts, top_k)[ids]
+
+
 #: routing policies by name: fn(rng, num_tokens, num_experts, top_k, seed, params)
-POLICIES: dict[str, Callable] = {"uniform": _uniform, "zipf": _zipf, "hot": _hot}
+POLICIES: dict[str, Callable] = {"uniform": _uniform, "zipf": _zipf, "hot": _hot,
+                                 "hash": _hash}
 
 
 def _no_params(policy: str, params: dict, allowed: tuple) -> None:

@@ -19,9 +19,31 @@ Layouts (moe-layer facts 2):
   last block the full tile is loaded and stored, and a MAD sub-tile whose rows all lie past
   m_e skips its MMADs (``is_computation_valid(m_block_idx, m_offset)``).
 
+- ``packed`` (the low-latency dispatch's 2-D output with per-expert counts, facts v4-decode
+  3, fed to CANN's GroupedMatmul with a group list of counts): the experts' rows back to back
+  with no padding; only with ``impl = cann``, whose blocks load, multiply and store exactly
+  their rows.
+
 Blocks are dealt as S3's scheduler deals them: expert after expert, each expert's m x n
 blocks swizzled as the dense GEMM's, block i to core i mod cores. Each expert's B_e is its
 own GM region, so L2 reuse of B is per expert.
+
+Kernels (``impl``): ``deepgemm`` is S3's, as above. ``cann`` is the kernel DeepSeek-V4 runs
+for its MXFP4 routed experts on the 950 (CR module/quantization/mxfp4.py: torch_npu
+``npu_grouped_matmul`` with FP8 x and ``float4_e2m1fn_x2`` weights plus E8M0 antiquant
+scales), CANN's weight-quant grouped matmul (hicann/ops-transformer gmm/grouped_matmul,
+op_kernel/arch35/weight_quant_basic_block and op_tiling/arch35/grouped_weight_quant_batch_
+matmul_tiling): the 950 cube has no MXFP8 x MXFP4 MMAD (the GroupedMatmul MX table pairs FP8
+with FP8 and FP4 with FP4 only), so the AIVs decode FP4 to FP8 and the cube runs MX FP8.
+Its choices, each from that source: basic blocks of baseM = 256 rows (an expert of 257..512
+rows is cut in 2 equal blocks, of 513..1023 in 4: the controller's rule) by baseN = 256
+columns, 128 when n < 256 x cores; K steps of baseK 64 and L1 tiles of 4 of them (256); the
+weight tile double-buffered in L1; blocks dealt expert after expert, m-block major, n-block
+minor, round robin over the cores across experts; BOTH AIVs of a core decode ("c:v 1:2, the
+cube's data comes from two vector cores"), each half of every tile, with 4 UB buffers
+(MTE2_INNER_SIZE_256_BUF_NUM_4) and the bit-op VF (``gemm.core.DEQUANT_VFS``); C leaves
+L0C straight to GM. Each basic block decodes its B over all of K, so an expert's B is decoded
+once per m-block: once for up to 256 rows.
 
 Dtypes: BF16 x BF16 and FP8 x FP8 run the cube at their own rate. FP8 activations with
 FP4 (MXFP4) weights take S3's Dequant-B path: AIV0 of each core loads B as packed FP4,
@@ -44,13 +66,27 @@ from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.kernels.gemm.core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB, GemmTiling,
-                                       buffer_plan, core_program, dequant_ub_stages, dtype_bytes,
+                                       buffer_plan, core_program, decode_vf, dequant_ub_stages,
+                                       dtype_bytes,
                                        fit_block_k, is_scaled, l0_k_step, l0c_split, max_l1_stages,
                                        stage_bytes, sub_tiles, swizzle, tile_cost_cycles, ub_epilogue,
                                        up16, live_sub_tiles)
 from simnode.instr.schedule import CoreProgram, KernelSchedule
 
-LAYOUTS = ("contiguous", "masked")
+LAYOUTS = ("contiguous", "masked", "packed")
+#: which published kernel (module docstring): DeepGEMM-Ascend's (S3) or CANN's weight-quant
+#: grouped matmul (FP8 x MXFP4 only)
+IMPLS = ("deepgemm", "cann")
+#: CANN's weight-quant grouped matmul tiling (op_tiling/arch35/grouped_weight_quant_batch_
+#: matmul_tiling.h: BASIC_BLOCK_BASE_M 256, BASIC_BLOCK_BASE_N 256, BASIC_BLOCK_BASE_K 64,
+#: STEP_K_4); its UB buffers per AIV (Mte2Configuration MTE2_INNER_SIZE_256_BUF_NUM_4) and its
+#: double-buffered L1 weight tile (weight_quant_basic_block.h: cvLoopIdx & 1)
+CANN_BASE_M = 256
+CANN_BASE_N = 256
+CANN_BASE_K = 64
+CANN_STEP_K = 4
+CANN_UB_BUFFERS = 4
+CANN_L1_STAGES = 2
 #: (activation dtype, weight dtype) -> the cube's input dtype. S3 get_gemm_dtype: BF16 x BF16,
 #: FP8 x FP8, and FP8 x packed FP4, whose B is dequantized to FP8 before the cube (dequant_b)
 CUBE_DTYPE = {("bf16", "bf16"): "bf16", ("fp8", "fp8"): "fp8", ("fp8", "fp4"): "fp8"}
@@ -82,7 +118,8 @@ class GroupedGemmParams:
     weight_dtype: str = param("fp8", "B dtype: bf16, fp8, or fp4 (MXFP4, dequantized on AIV0)",
                               choices=tuple(sorted({w for _, w in CUBE_DTYPE})))
     out_dtype: str = param("bf16", "C dtype", choices=OUT_DTYPES)
-    layout: str = param("contiguous", "contiguous (normal dispatch) or masked (low latency)",
+    layout: str = param("contiguous", "contiguous (normal dispatch), masked (DeepEP CUDA's low "
+                        "latency) or packed (DeepEP-Ascend's low latency; impl cann)",
                         choices=LAYOUTS)
     max_m: int = param(0, "masked: rows per expert in the buffer (0 = the largest count)",
                        unit="rows", min=0)
@@ -96,6 +133,8 @@ class GroupedGemmParams:
                            unit="stages", min=0)
     swizzle_rows: int = param(4, "block-rows per swizzle group (facts 3.5)", unit="block-rows", min=1)
     num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    impl: str = param("deepgemm", "kernel: deepgemm (DeepGEMM-Ascend, S3) or cann (CANN's "
+                      "weight-quant grouped matmul: FP8 x FP4, packed layout)", choices=IMPLS)
 
     def __post_init__(self):
         # counts may come as NumPy integers (routing); keep plain ints (hashing, JSON meta)
@@ -153,6 +192,14 @@ def _validate(p: GroupedGemmParams) -> None:
         raise _err(p, f"out_dtype '{p.out_dtype}': expected one of {', '.join(OUT_DTYPES)}.")
     if p.layout not in LAYOUTS:
         raise _err(p, f"layout '{p.layout}': expected one of {', '.join(LAYOUTS)}.")
+    if p.impl not in IMPLS:
+        raise _err(p, f"impl '{p.impl}': expected one of {', '.join(IMPLS)}.")
+    if p.impl == "cann" and (p.act_dtype, p.weight_dtype, p.layout) != ("fp8", "fp4", "packed"):
+        raise _err(p, f"impl cann is CANN's weight-quant grouped matmul: FP8 activations x FP4 "
+                      f"weights in the packed layout, not {p.act_dtype} x {p.weight_dtype} "
+                      f"{p.layout} (its MX FP8 x FP8 kernel is not modeled: use impl deepgemm).")
+    if p.layout == "packed" and p.impl != "cann":
+        raise _err(p, "layout packed is the input of CANN's grouped matmul: set impl cann.")
     if p.layout == "masked" and p.max_m and p.max_m < max(p.m_per_expert):
         raise _err(p, f"max_m = {p.max_m} is below the largest expert count "
                       f"{max(p.m_per_expert)}: the masked buffer holds max_m rows per expert.")
@@ -203,11 +250,31 @@ def _masked_block_m(chip: ChipSpec, p: GroupedGemmParams, cores: int) -> int:
     return best[1]
 
 
+def cann_block_m(m: int, base: int = CANN_BASE_M) -> int:
+    """Rows of an expert's basic blocks in CANN's grouped matmul (its controller: baseM, or
+    the expert cut in 2 or 4 equal blocks when it holds base+1 .. 4 base - 1 rows)."""
+    if m <= base or m >= 4 * base:
+        return base
+    return -(-m // 2) if m <= 2 * base else -(-m // 4)
+
+
+def _cann_tiling(chip: ChipSpec, p: GroupedGemmParams, cores: int) -> GemmTiling:
+    """CANN's tiles (module docstring): baseN halved when n < baseN x cores."""
+    bm = p.block_m or CANN_BASE_M
+    bn = p.block_n or (CANN_BASE_N if p.n >= CANN_BASE_N * cores else CANN_BASE_N // 2)
+    bk = p.block_k or CANN_BASE_K * CANN_STEP_K
+    sub_m, sub_n = l0c_split(chip, bm, bn)
+    return GemmTiling(bm, bn, bk, CANN_BASE_K, p.l1_stages or CANN_L1_STAGES, sub_m, sub_n, cores)
+
+
 def grouped_tiling(chip: ChipSpec, p: GroupedGemmParams) -> GemmTiling:
     """Tiles of a grouped GEMM: BLOCK_M fixed for the layout (facts 3.5: m-grouped GEMM uses
-    a fixed BLOCK_M), BLOCK_N from L0C (S3), BLOCK_K and L1 stages by the dense rules."""
+    a fixed BLOCK_M), BLOCK_N from L0C (S3), BLOCK_K and L1 stages by the dense rules; CANN's
+    tiles for ``impl = cann``."""
     _validate(p)
     cores = p.num_cores or chip.num_ai_cores
+    if p.impl == "cann":
+        return _cann_tiling(chip, p, cores)
     dt = p.cube_dtype
     if p.block_m:
         bm = p.block_m
@@ -242,6 +309,12 @@ def expert_blocks(p: GroupedGemmParams, t: GemmTiling) -> list[ExpertBlock]:
     mb = 0                                   # contiguous: m-block index in the shared buffer
     cap = p.buffer_m
     for e, m in enumerate(p.m_per_expert):
+        if p.layout == "packed":                 # CANN: blocks of exactly their rows
+            bme = cann_block_m(m, bm)
+            for j in range(-(-m // bme)):
+                rows = min(bme, m - j * bme)
+                out.append(ExpertBlock(e, j, j * bme, rows, rows, rows, (e, j)))
+            continue
         for j in range(-(-m // bm)):
             row0 = j * bm
             valid = min(bm, m - row0)
@@ -278,16 +351,23 @@ def grouped_gemm_schedule(chip: ChipSpec, p: GroupedGemmParams) -> KernelSchedul
         while last < len(eblocks) and eblocks[last].expert == eblocks[first].expert:
             last += 1
         group = eblocks[first:last]
-        for j, nb in swizzle(len(group), nbs, p.swizzle_rows):
+        order = ([(j, nb) for j in range(len(group)) for nb in range(nbs)] if p.impl == "cann"
+                 else swizzle(len(group), nbs, p.swizzle_rows))
+        for j, nb in order:
             b = group[j]
             c_tag = (b.expert, b.index, nb) if masked else (b.a_tag, nb)
             tasks.append(BlockTask(b.rows, min(t.block_n, p.n - nb * t.block_n), b.a_tag,
                                    (b.expert, nb), c_tag, b.valid if masked else -1))
         first = last
     dt = p.cube_dtype
-    epilogue = ub_epilogue(chip, t, p.out_dtype, len(tasks))
+    # CANN's C leaves L0C straight to GM (its matmul's C is a GM tensor); S3's m-grouped C
+    # through AIV1's UB
+    epilogue = None if p.impl == "cann" else ub_epilogue(chip, t, p.out_dtype, len(tasks))
     dequant, dq_stage = None, 0
-    if p.dequant_b:
+    if p.impl == "cann":
+        dq_stage = dequant_ub_stages(chip, t.block_n, t.block_k)[1]
+        dequant = DequantB(CANN_UB_BUFFERS, t.block_n // 2, units=("aiv0", "aiv1"), vf="bitops")
+    elif p.dequant_b:
         ub_stages, dq_stage = dequant_ub_stages(chip, t.block_n, t.block_k)
         if ub_stages < 1:
             raise _err(p, f"FP4 weights: one dequant stage ({dq_stage} B) does not fit the UB "
@@ -300,11 +380,11 @@ def grouped_gemm_schedule(chip: ChipSpec, p: GroupedGemmParams) -> KernelSchedul
                      loads)
         prog.buffers = buffer_plan(dt, t, epilogue, dequant, p.out_dtype, dq_stage)
     flops = 2.0 * p.tokens * p.n * p.k
-    meta = {"kind": "grouped_gemm", "layout": p.layout, "experts": len(p.m_per_expert),
+    meta = {"kind": "grouped_gemm", "impl": p.impl, "layout": p.layout, "experts": len(p.m_per_expert),
             "tokens": p.tokens, "n": p.n, "k": p.k, "act_dtype": p.act_dtype,
             "weight_dtype": p.weight_dtype, "block_m": t.block_m, "block_n": t.block_n,
             "block_k": t.block_k, "k_l0": t.k_l0, "l1_stages": t.l1_stages,
-            "sub_tile": f"{t.sub_m}x{t.sub_n}", "epilogue_stages": epilogue.stages,
+            "sub_tile": f"{t.sub_m}x{t.sub_n}", "epilogue_stages": epilogue.stages if epilogue else 0,
             "m_blocks": len(eblocks), "num_blocks": len(tasks),
             "waves": math.ceil(len(tasks) / t.num_cores),
             "rows_computed": sum(b.computed for b in eblocks),
@@ -358,11 +438,15 @@ def grouped_gemm_roofline(chip: ChipSpec, p: GroupedGemmParams, sched: KernelSch
     l2_ns = load_bytes / chip.memory.l2_bandwidth_GBps
     out = {"compute_ns": compute_ns, "hbm_ns": hbm_ns, "l2_ns": l2_ns}
     if p.dequant_b:
-        # one AIV per core decodes (S3 kDequantAIVId; dual decode is for Normal GEMMs only),
-        # each a whole stage template of R rows x BLOCK_K per stage of B rows
+        # S3: one AIV per core decodes (kDequantAIVId; dual decode is for Normal GEMMs only);
+        # CANN: both. Each decodes a whole stage template of R rows x BLOCK_K per stage
         stages = len(eblocks) * sum(-(-c // R) for c in cols) * len(kbs)
-        decoded = stages * R * t.block_k
-        rate_per_ns = chip.vector.fp4_decode_B_per_cycle * chip.aiv_freq_GHz * t.num_cores
-        out["decode_ns"] = decoded / rate_per_ns
+        if p.impl == "cann":
+            vf = decode_vf(DequantB(1, R, vf="bitops"), R * t.block_k // 2, R * t.block_k)
+            out["decode_ns"] = stages * chip.vector.cycles(vf) / (2 * t.num_cores * chip.aiv_freq_GHz)
+        else:
+            decoded = stages * R * t.block_k
+            rate_per_ns = chip.vector.fp4_decode_B_per_cycle * chip.aiv_freq_GHz * t.num_cores
+            out["decode_ns"] = decoded / rate_per_ns
     out["bound_ns"] = max(out.values())
     return out

@@ -2,6 +2,14 @@
 ``swiglu_forward_and_per_token_cast`` and its Ascend port in DeepGEMM-Ascend (S3
 ``third-party/tilelang_ops/swiglu_apply_weight_to_fp8.py``, "adapted from TileKernels").
 
+The decode MoE layer's kernel between its grouped GEMMs is the same pass with two more steps
+(facts v4-decode 2: dequant + SwiGLU (clamp 10) + quant): ``clamp_limit`` clamps the inputs
+before SwiGLU as DeepSeek-V4's kernels do (CR ops/ascendc custom-npu_swiglu_group_quant.md:
+A = min(A, limit), B = min(max(B, -limit), limit): 3 ops per output value), with MX scales
+(``scale_block`` 32, ``sf_dtype`` ue8m0: its MX FP8 mode); ``in_dtype`` int32 is the INT8
+path's input, dequantized first (CR npu_dequant_swiglu_clamp_quant: x x weight scale x token
+scale, after a cast: 3 ops per input value).
+
 What it reads, computes and writes (moe-layer facts 3): a row of ``x`` is ``2 I`` values
 (BF16), gate = x[:, :I] and up = x[:, I:]; out = silu(gate) x up = gate / (1 + exp(-gate))
 x up in FP32; per group of ``scale_block`` values amax, scale = amax / 448 (E4M3's largest
@@ -31,7 +39,8 @@ from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.instr.schedule import BufferUse, CoreProgram, KernelSchedule
 
-IN_DTYPES = ("bf16", "fp32")                 # TileKernels: x is bfloat16 or float32
+IN_DTYPES = ("bf16", "fp32", "int32")        # TileKernels: x is bfloat16 or float32; int32: the
+                                             # INT8 GEMM's output, dequantized here
 #: TileKernels swiglu_forward_and_per_token_cast asserts fmt == 'e4m3'
 OUT_DTYPES = ("fp8",)
 #: scale bytes: float32 scales (TileKernels' default), or UE8M0 exponents (one byte; the
@@ -46,6 +55,9 @@ VECTOR_LANES = 64                            # fp32 lanes of one 256 B vector re
 #    vectors the amax cascade 3 vdintlv + 3 vmax + 1 vcgmax. S3's cascade reduces to groups
 #    of 32; it is used for any scale_block (a 128-group reduction takes a similar few steps).
 CVT_OPS_PER_ELEM = 2                         # simple, bf16 input only
+DEQUANT_OPS_PER_ELEM = 2 * 3                 # int32 input: cast, x weight scale, x token scale,
+                                             # on gate and up
+CLAMP_OPS_PER_ELEM = 3                       # min on gate, max and min on up
 SWIGLU_SIMPLE_OPS_PER_ELEM = 3               # vadds, vmul, vabs
 AMAX_OPS_PER_ELEM = 7 * VECTOR_LANES / 256   # vdintlv x3, vmax x3, vcgmax per 256 elements
 SPECIAL_OPS_PER_ELEM = 1                     # vexpdif
@@ -73,6 +85,8 @@ class SwigluParams:
     num_cores: int = param(0, "AI cores whose two AIVs run it (0 = all)", unit="cores", min=0)
     stages: int = param(3, "input/output row buffers per AIV (S3 num_stages = 3)", unit="buffers",
                         min=1)
+    clamp_limit: float = param(0.0, "clamp the inputs to this before SwiGLU (0 = no clamp; "
+                               "DeepSeek-V4: 10)", unit="1", min=0)
 
     def __post_init__(self):
         if isinstance(self.rows, numbers.Integral) and not isinstance(self.rows, bool):
@@ -110,7 +124,7 @@ def _validate(chip: ChipSpec, p: SwigluParams) -> None:
 
 
 def _in_bytes(p: SwigluParams) -> int:
-    return DTYPE_BITS[p.in_dtype] // 8
+    return 4 if p.in_dtype == "int32" else DTYPE_BITS[p.in_dtype] // 8
 
 
 def row_bytes(p: SwigluParams) -> dict:
@@ -123,8 +137,9 @@ def vector_ops(p: SwigluParams) -> list[tuple[str, float, int, str]]:
     """One row's vector work as (op class, element-ops, UB bytes, label), in issue order:
     VF 1 (SwiGLU + amax) as its simple, special and div parts, then VF 2 (scale + cast)."""
     i, g = p.intermediate, p.groups
-    cvt = CVT_OPS_PER_ELEM if p.in_dtype == "bf16" else 0
-    simple1 = (cvt + SWIGLU_SIMPLE_OPS_PER_ELEM + AMAX_OPS_PER_ELEM) * i
+    cvt = {"bf16": CVT_OPS_PER_ELEM, "int32": DEQUANT_OPS_PER_ELEM}.get(p.in_dtype, 0)
+    clamp = CLAMP_OPS_PER_ELEM if p.clamp_limit > 0 else 0
+    simple1 = (cvt + clamp + SWIGLU_SIMPLE_OPS_PER_ELEM + AMAX_OPS_PER_ELEM) * i
     # VF 1 loads gate and up and stores the fp32 values; VF 2 loads them and stores fp8
     ub1 = 2 * i * _in_bytes(p) + 4 * i
     ub2 = 4 * i + i

@@ -33,6 +33,18 @@ Cores (``comm_aivs``): DeepEP's kernels are pure vector kernels (facts 4.1); whi
 run, compute kernels that need AIVs (SwiGLU, the FP4 weights' dequantization) get the AI
 cores whose AIVs communication leaves free, and wait for communication to end if it holds
 them all. FP8 GEMMs use the cubes only.
+
+Decode (``comm = low_latency``, overlap sequential; DeepSeek-V4 on the 950, facts v4-decode
+2): dispatch and combine are the EP family's low-latency kernels (``simnode.moe.comm``: no
+epilogues, their copy-out and weighted sum are theirs), the expert kernels those of decode
+shapes (``simnode.moe.layer_kernels``). The shared expert runs on a stream of its own when
+``shared_aic`` > 0 ("the shared expert on the same card, on a second stream beside the
+routed experts"): ``shared_aic`` AICs and ``shared_aiv`` AIVs are its, the rest the main
+stream's (the what-if of the split); it starts with the layer, beside dispatch, and the
+layer ends when both streams have. Each stream's GEMMs run on its AI cores that have both
+their AIVs (a kernel launches as AIC + 2 AIV, mix 1:2), its SwiGLU on its AIVs, and the
+low-latency kernels on the main stream's AIVs. Without a split the shared expert follows
+combine on the one stream, as in the normal layer.
 """
 
 from __future__ import annotations
@@ -43,12 +55,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from simnode.moe import profiles
+from simnode.moe import comm, layer_kernels, profiles
 from simnode.ep.deepep import DeepEPCosts, DeepEPSim, Fabric, build_fabric
 from simnode.ep.deepep_plan import DeepEPParams, DeepEPPlan, build_plan
 from simnode.ep.phase import RankTimes
 
 OVERLAPS = ("sequential", "two_micro_batch", "fused")
+COMMS = ("normal", "low_latency")
 MAX_ARROWS = 2000                     # fused: sampled arrival arrows kept for the trace
 ROW_SCALES_BYTES_PER_128 = 4          # FP8 rows carry fp32 scales per 128 values (facts 2.4)
 
@@ -68,6 +81,11 @@ class LayerParams:
     comm_aivs: int                    #: AIVs per rank that run DeepEP's kernels
     fused_chunks: int                 #: fused: chunks each dispatch train is sent in
     batch_window_ns: float
+    comm: str                         #: "normal" (DeepEP's normal kernels) or "low_latency"
+    shared_weight_dtype: str          #: the shared experts' weights ("" = weight_dtype)
+    shared_aic: int                   #: AICs of the shared experts' own stream (0: no stream)
+    shared_aiv: int                   #: AIVs of that stream
+    swiglu_clamp: float               #: low_latency: SwiGLU's clamp limit (0 = none)
     dispatch_dtype: str = "fp8"
     combine_dtype: str = "bf16"
 
@@ -91,10 +109,11 @@ class RankRecord:
     valid_rows: int = 0
 
     def busy_ns(self, stream: str) -> float:
-        return _union([(s.start_ns, s.end_ns) for s in self.spans if s.stream == stream])
+        return union_ns([(s.start_ns, s.end_ns) for s in self.spans if s.stream == stream])
 
 
-def _union(intervals) -> float:
+def union_ns(intervals) -> float:
+    """The length of the union of ``intervals`` [(start ns, end ns)]."""
     total, end = 0.0, -math.inf
     for a, b in sorted(intervals):
         if b <= end:
@@ -122,17 +141,44 @@ class LayerRun:
 class MoELayerSim:
     """One MoE layer on every rank; see the module docstring."""
 
-    def __init__(self, topology, params: LayerParams, costs: DeepEPCosts, routes_fn):
+    def __init__(self, topology, params: LayerParams, costs: DeepEPCosts, routes_fn,
+                 ll_costs=None):
         """``routes_fn(tokens_slice)``: each rank's [T, top_k] expert ids restricted to a
-        slice of its tokens, in rank order (an iterator)."""
+        slice of its tokens, in rank order (an iterator); ``ll_costs``: the low-latency
+        kernels' costs (``comm.ll_costs``), for ``comm = low_latency``."""
         if params.overlap not in OVERLAPS:
             raise ValueError(f"overlap {params.overlap!r}: expected one of {OVERLAPS}")
+        if params.comm not in COMMS:
+            raise ValueError(f"comm {params.comm!r}: expected one of {COMMS}")
         self.topo, self.chip, self.spec = topology, topology.chip, topology.supernode
         self.p, self.costs, self.routes_fn = params, costs, routes_fn
+        self.ll_costs = ll_costs
+
+    @property
+    def split(self) -> bool:
+        """Whether the shared experts have a stream (and cores) of their own."""
+        return self.p.shared_aic > 0
+
+    def stream_cores(self, shared: bool) -> tuple[int, int]:
+        """(GEMM cores, SwiGLU cores) of the main or the shared stream: its AI cores with both
+        AIVs, and its AIVs' cores (module docstring)."""
+        chip, p = self.chip, self.p
+        aic, aiv = (p.shared_aic, p.shared_aiv) if shared else (
+            chip.num_ai_cores - p.shared_aic, chip.num_ai_cores * chip.aiv_per_core - p.shared_aiv)
+        return min(aic, aiv // chip.aiv_per_core), aiv // chip.aiv_per_core
+
+    @property
+    def comm_aivs(self) -> int:
+        """AIVs per rank the communication kernels run on."""
+        if self.p.comm == "low_latency" and self.split:
+            return self.stream_cores(False)[1] * self.chip.aiv_per_core
+        return self.p.comm_aivs
 
     # -- set-up --------------------------------------------------------------------------------
     def _plans(self) -> list[tuple[slice, DeepEPPlan]]:
         p, T = self.p, self.p.tokens_per_rank
+        if p.comm == "low_latency":
+            return [(slice(0, T), comm.ll_plan(self.routes_fn(slice(0, T)), p, self.comm_aivs))]
         parts = [slice(0, T)] if p.overlap != "two_micro_batch" else [
             slice(0, T // 2), slice(T // 2, T)]
         out = []
@@ -155,70 +201,17 @@ class MoELayerSim:
 
     # -- the compute kernels of one rank ---------------------------------------------------
     def _expert_kernels(self, counts: list, concurrent: bool, shared: bool = False) -> list:
-        """[(name, segments, flops, computed rows, valid rows, needs AIVs)] of GEMM 1,
-        SwiGLU and GEMM 2 over experts with ``counts`` tokens (one expert of the rank's
-        tokens per shared expert if ``shared``)."""
-        from simnode.kernels.grouped_gemm import (GroupedGemmParams, expert_blocks,
-                                                  grouped_gemm_roofline, grouped_tiling)
-        from simnode.kernels.swiglu import SwigluParams, swiglu_roofline
-        p, chip = self.p, self.chip
-        inter = p.shared_intermediate if shared else p.intermediate
-        wdt = p.weight_dtype
-        gemm_aiv = wdt == "fp4"              # MXFP4 weights are decoded on the AIVs (facts 3.5)
-        g_cores = self._cores(gemm_aiv, concurrent)
-        s_cores = self._cores(True, concurrent)
-        if not counts or sum(counts) == 0:
-            return []
-        prefix = "shared " if shared else ""
-        out = []
-        for name, n, k in (("gemm1", 2 * inter, p.hidden), ("gemm2", p.hidden, inter)):
-            cores = g_cores or chip.num_ai_cores
-            gp = GroupedGemmParams(tuple(counts), n, k, "fp8", wdt, "bf16", "contiguous",
-                                   num_cores=cores)
-            prof = profiles.grouped_gemm_profile(chip, n, k, "fp8", wdt, "bf16", "contiguous",
-                                                 cores)
-            units = profiles.gemm_units(chip, gp)
-            roof = grouped_gemm_roofline(chip, gp)
-            blocks = expert_blocks(gp, grouped_tiling(chip, gp))
-            flops = 2.0 * sum(counts) * n * k
-            hbm = roof["hbm_ns"] * chip.memory.hbm_bandwidth_GBps
-            out.append((prefix + name, profiles.with_hbm_bytes(prof.segments(units), hbm), flops,
-                        sum(b.computed for b in blocks), sum(b.valid for b in blocks),
-                        gemm_aiv and g_cores == 0))
-            if name == "gemm1":
-                sp = SwigluParams(sum(counts), inter, num_cores=s_cores or chip.num_ai_cores)
-                sprof = profiles.swiglu_profile(chip, inter, s_cores or chip.num_ai_cores)
-                sroof = swiglu_roofline(chip, sp)
-                out.append((prefix + "swiglu", profiles.with_hbm_bytes(sprof.segments(sp.rows),
-                                                         sroof["hbm_bytes"]), 0.0, 0, 0,
-                            s_cores == 0))
-        return out
-
-    def _epilogue_segments(self, plan: DeepEPPlan, r: int, kind: str) -> list:
-        """The DeepEP epilogue of rank r as one memory-bound task on its communication AIVs:
-        ``dispatch``: received records scattered into the expert-major layout (facts 4.2,
-        deferred epilogue); ``combine``: each token's partial rows summed (facts 4.3 step 6)."""
-        chip, p, sz = self.chip, self.p, plan.sizes
-        A = p.comm_aivs
-        read_GBps = A * chip.paths["gm_to_ub"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-        write_GBps = A * chip.paths["ub_to_gm"].bandwidth_B_per_cycle * chip.aic_freq_GHz
-        recv = int(plan.received()[r])
-        if kind == "dispatch":
-            epr = p.num_experts // p.num_ranks
-            rows = int(plan.expert_tokens[r * epr:(r + 1) * epr].sum())
-            read = recv * (sz.hidden_row_bytes + sz.metadata_bytes)
-            write = rows * (sz.hidden_row_bytes + sz.scales_bytes)
-        else:
-            T = plan.params.tokens_per_rank
-            partials = T * min(p.num_ranks, p.top_k)        # facts 4.3 step 5: <= min(R, k)
-            read = partials * sz.combine_row_bytes
-            write = T * sz.combine_row_bytes
-        ns = self.costs.kernel_launch_ns + max(read / read_GBps, write / write_GBps)
-        return [(ns, float(read + write))]
+        """GEMM 1, SwiGLU and GEMM 2 (``layer_kernels.ExpertKernel``) over experts with
+        ``counts`` tokens (one expert of the rank's tokens per shared expert if ``shared``),
+        on the cores communication leaves them."""
+        wdt = (self.p.shared_weight_dtype or self.p.weight_dtype) if shared else self.p.weight_dtype
+        return layer_kernels.expert_kernels(self.chip, self.p, counts,
+                                            self._cores(wdt == "fp4", concurrent),
+                                            self._cores(True, concurrent), shared)
 
     # -- processes -----------------------------------------------------------------------------
     def _task(self, r: int, stream: str, name: str, segments: list, rec: RankRecord,
-              aiv_lock=None):
+              aiv_lock=None, gap_frac: float = 0.0):
         env = self.fab.env
         req = None
         if aiv_lock is not None:                 # needs the AIVs communication holds
@@ -226,22 +219,23 @@ class MoELayerSim:
             yield req
         s = env.now
         yield from profiles.task(self.fab.net.share, int(self.fab.ends.hbm[r]), segments,
-                                 int(self.hbm_kernels[r]))
+                                 int(self.hbm_kernels[r]), gap_frac)
         rec.spans.append(Span(stream, name, s, env.now))
         if req is not None:
             aiv_lock.release(req)
 
-    def _compute(self, r: int, kernels: list, rec: RankRecord, tag: str = "", lock=None):
+    def _compute(self, r: int, kernels: list, rec: RankRecord, tag: str = "", lock=None,
+                 stream: str = "compute"):
         env = self.fab.env
-        for name, segs, flops, computed, valid, needs_lock in kernels:
+        for k in kernels:
             s = env.now
-            yield from self._task(r, "compute", tag + name, segs, rec,
-                                  lock if needs_lock else None)
-            if "gemm" in name and not name.startswith("shared"):
-                rec.flops += flops
+            yield from self._task(r, stream, tag + k.name, k.segments, rec,
+                                  lock if k.needs_aivs else None, k.gap_frac)
+            if "gemm" in k.name and not k.name.startswith("shared"):
+                rec.flops += k.flops
                 rec.gemm_ns += env.now - s
-                rec.computed_rows += computed
-                rec.valid_rows += valid
+                rec.computed_rows += k.computed
+                rec.valid_rows += k.valid
 
     def _kernel(self, r: int, sim: DeepEPSim, kind: str, times: list, rec: RankRecord,
                 name: str, lock=None):
@@ -254,13 +248,14 @@ class MoELayerSim:
         body = sim.dispatch_rank if kind == "dispatch" else sim.combine_rank
         yield from body(r, times[r])
         rec.spans.append(Span("comm", name, s, env.now))
-        plan = sim.plan
-        yield from self._task(r, "comm", name + " epilogue",
-                              self._epilogue_segments(plan, r, kind), rec)
+        yield from self._task(r, "comm", name + " epilogue", layer_kernels.epilogue_segments(
+            self.chip, self.p, sim.plan, r, kind, self.costs.kernel_launch_ns), rec)
         if req is not None:
             lock.release(req)
 
-    def _counts(self, plan: DeepEPPlan, r: int) -> list:
+    def _counts(self, plan, r: int) -> list:
+        if self.p.comm == "low_latency":
+            return comm.local_counts(plan, r)
         epr = self.p.num_experts // self.p.num_ranks
         return [int(x) for x in plan.expert_tokens[r * epr:(r + 1) * epr]]
 
@@ -279,6 +274,33 @@ class MoELayerSim:
         yield from self._compute(r, self._expert_kernels(self._counts(plan, r), False), rec)
         yield from self._kernel(r, sim_c, "combine", tc, rec, "combine")
         yield from self._compute(r, self._shared(r, self.p.tokens_per_rank, False), rec)
+        rec.end_ns = env.now
+
+    # decode: the low-latency kernels, the shared experts on their own stream ------------------------
+    def _stream_kernels(self, counts: list, shared: bool) -> list:
+        gemm, vec = self.stream_cores(shared) if self.split else (self.chip.num_ai_cores,) * 2
+        kern = layer_kernels.expert_kernels(self.chip, self.p, counts, gemm, vec, shared)
+        return kern * (self.p.shared_experts if shared else 1)
+
+    def _ll_kernel(self, r: int, kind: str, rec: RankRecord):
+        env = self.fab.env
+        sim, times = self.kernels[kind]
+        s = env.now
+        yield from (sim.dispatch_rank if kind == "dispatch" else sim.combine_rank)(r, times[r])
+        rec.spans.append(Span("comm", kind, s, env.now))
+
+    def _rank_decode(self, r: int):
+        env = self.fab.env
+        rec = self.records[r]
+        shared = self._stream_kernels([self.p.tokens_per_rank], True) if self.p.shared_experts else []
+        side = env.process(self._compute(r, shared, rec, stream="shared")) if self.split else None
+        yield from self._ll_kernel(r, "dispatch", rec)
+        yield from self._compute(r, self._stream_kernels(self._counts(self.plans[0], r), False), rec)
+        yield from self._ll_kernel(r, "combine", rec)
+        if side is None:
+            yield from self._compute(r, shared, rec)
+        else:
+            yield side
         rec.end_ns = env.now
 
     # two micro-batches ----------------------------------------------------------------------------
@@ -338,9 +360,7 @@ class MoELayerSim:
             yield from self._compute(r, self._shared(r, self.p.tokens_per_rank, True), rec)
             kern = self._expert_kernels(self._counts(plan, r), True)
             # chunk j carries rows [x j / S, x (j+1) / S) of each count: the chunks sum to it
-            part = lambda x, j: x * (j + 1) // S - x * j // S
-            slices = [[(n, [(ns / S, b / S) for ns, b in segs], f / S, part(c, j), part(v, j), lk)
-                       for n, segs, f, c, v, lk in kern] for j in range(S)]
+            slices = [[k.share(j, S) for k in kern] for j in range(S)]
             returned = []
             fill = env.process(sim.combine_fill(r, t))
             for j in range(S):
@@ -391,7 +411,7 @@ class MoELayerSim:
     def run(self) -> LayerRun:
         p = self.p
         R = p.num_ranks
-        self.fab = build_fabric(self.topo, p.comm_aivs, p.batch_window_ns)
+        self.fab = build_fabric(self.topo, self.comm_aivs, p.batch_window_ns)
         share = self.fab.net.share
         # an unlimited shadow of each rank's HBM that counts what its kernels use (the rest of
         # the HBM's traffic is URMA's and the communication AIVs'): never binding
@@ -407,7 +427,10 @@ class MoELayerSim:
                                      ("mb0.combine", 0), ("mb1.combine", 1)],
                  "fused": [("fused", 0)]}[p.overlap]
         for name, mb in names:
-            sim = DeepEPSim(self.topo, self.plans[mb], self.costs, fabric=self.fab, name=name)
+            if p.comm == "low_latency":
+                sim = comm.ll_kernel(self.topo, self.plans[mb], self.ll_costs, self.fab, name)
+            else:
+                sim = DeepEPSim(self.topo, self.plans[mb], self.costs, fabric=self.fab, name=name)
             self.kernels[name] = (sim, [RankTimes() for _ in range(R)])
         env = self.fab.env
         if p.overlap == "fused":
@@ -421,6 +444,8 @@ class MoELayerSim:
                         self.slice_ready[d][j].succeed()
         body = {"sequential": self._rank_sequential, "two_micro_batch": self._rank_two_mb,
                 "fused": self._rank_fused}[p.overlap]
+        if p.comm == "low_latency":
+            body = self._rank_decode
         procs = [env.process(body(r)) for r in range(R)]
         env.run()
         if not all(pr.triggered for pr in procs):
@@ -430,7 +455,7 @@ class MoELayerSim:
                 self.records[r].barrier_wait_ns += float(sim.barrier_wait_ns[r])
         experts = np.zeros((R, p.num_experts // R), dtype=np.int64)
         for plan in self.plans:
-            experts += np.asarray(plan.expert_tokens).reshape(R, -1)
+            experts += np.array([self._counts(plan, r) for r in range(R)], dtype=np.int64)
         return LayerRun(p, self.records, self.kernels, self.plans, self.fab, experts,
                         self.arrows)
 

@@ -2,7 +2,9 @@
 
 ``write_trace(options, layer_run)`` writes one process per rank (``rankNNN``) with a
 ``cube`` thread (its grouped GEMMs, per micro-batch or chunk, shared experts' included), a
-``vector`` thread (SwiGLU + cast on the AIVs the compute kernels hold) and a ``comm`` thread (its DeepEP kernels, their phases, epilogues), counter tracks of
+``vector`` thread (SwiGLU + cast on the AIVs the compute kernels hold), a ``shared`` thread
+(the shared experts' kernels when they have a stream of their own) and a ``comm`` thread
+(its DeepEP kernels, their phases and flag waits, epilogues), counter tracks of
 its HBM in use split by user (``hbm kernels``: its compute kernels; ``hbm comm``: URMA and
 the communication AIVs) as busy fractions of the HBM, a ``network`` process with a counter
 per link, and, in fused mode, arrows from a dispatch chunk leaving its source to the expert
@@ -32,10 +34,12 @@ def _write(tr: Tracer, lr) -> None:
         comp = tr.thread(pid, f"rank{r:03d}.cube")
         vec = tr.thread(pid, f"rank{r:03d}.vector")
         comm = tr.thread(pid, f"rank{r:03d}.comm")
+        side = (tr.thread(pid, f"rank{r:03d}.shared") if any(sp.stream == "shared" for sp in rec.spans)
+                else None)
         tids.append((pid, comp, comm, vec))
         for sp in sorted(rec.spans, key=lambda s: (s.start_ns, s.stream, s.name)):
             # the compute stream's kernels one at a time: GEMMs on the cubes, SwiGLU on the AIVs
-            tid = comm if sp.stream != "compute" else comp if "gemm" in sp.name else vec
+            tid = {"comm": comm, "shared": side}.get(sp.stream, comp if "gemm" in sp.name else vec)
             if tid is not None:
                 tr.span(pid, tid, sp.name, sp.start_ns, sp.end_ns - sp.start_ns)
         if comm is not None:

@@ -45,6 +45,10 @@ class KernelProfile:
     busy_frac: dict                 #: pipe kind -> busy fraction in the larger pipe-level run
     bottleneck: str                 #: of the larger pipe-level run
     fitted_units: tuple             #: the unit counts of the two pipe-level runs
+    #: the same fit at half the HBM bandwidth (``burst``; 0 if not made): with the time
+    #: alone, the burst shape of its loads (``simnode.moe.decode_profiles.gap_share``)
+    fixed_half_ns: float = 0.0
+    unit_half_ns: float = 0.0
 
     def time_ns(self, units: float) -> float:
         return self.fixed_ns + units * self.unit_ns if units > 0 else 0.0
@@ -77,6 +81,12 @@ def fit(name: str, unit: str, runs: list[tuple[float, float, float, dict]]) -> K
                          dict(busy), bottleneck, (u1, u2))
 
 
+def half_hbm(chip):
+    """``chip`` with half its HBM bandwidth (the burst shape's second run)."""
+    return replace(chip, memory=replace(chip.memory,
+                                        hbm_bandwidth_GBps=chip.memory.hbm_bandwidth_GBps / 2))
+
+
 def with_hbm_bytes(segments: list, hbm_bytes: float) -> list:
     """The segments' times with ``hbm_bytes`` of HBM traffic spread over them in proportion
     to their time (a kernel's traffic taken from its roofline's unique bytes rather than from
@@ -85,16 +95,22 @@ def with_hbm_bytes(segments: list, hbm_bytes: float) -> list:
     return [(ns, hbm_bytes * ns / total) for ns, _ in segments] if total > 0 else []
 
 
-def task(share: Share, hbm: int, segments: list[tuple[float, float]], hbm_user: int = -1):
+def task(share: Share, hbm: int, segments: list[tuple[float, float]], hbm_user: int = -1,
+         gap_frac: float = 0.0):
     """Replay a profiled kernel on ``share`` (a SimPy generator): each segment is a transfer
     of its HBM bytes over the HBM resource ``hbm`` (and ``hbm_user``, an unlimited shadow
     that counts this kernel's HBM use, if >= 0), capped at the pace it has alone (bytes /
     its uncontended ns). Its size is in bytes, as the other users of the HBM count theirs,
-    so a fair HBM compares like with like."""
+    so a fair HBM compares like with like. ``gap_frac`` (the burst shape,
+    ``simnode.moe.decode_profiles``): that share of each segment's time has no loads, so its
+    bytes come at their pace over the rest, followed by the gap."""
     for ns, hbm_bytes in segments:
+        gap = ns * gap_frac
         if hbm_bytes > 0:
             res = (hbm,) if hbm_user < 0 else (hbm, hbm_user)
-            yield share.start(hbm_bytes, res, cap=hbm_bytes / ns)
+            yield share.start(hbm_bytes, res, cap=hbm_bytes / (ns - gap))
+            if gap > 0:
+                yield share.env.timeout(gap)
         else:                                # touches nothing shared: its pace alone
             yield share.env.timeout(ns)
 
@@ -105,27 +121,41 @@ _MEMO: dict = {}
 
 def grouped_gemm_profile(chip, n: int, k: int, act_dtype: str, weight_dtype: str,
                          out_dtype: str = "bf16", layout: str = "contiguous",
-                         num_cores: int = 0) -> KernelProfile:
+                         num_cores: int = 0, base=None, burst: bool = False) -> KernelProfile:
     """Profile of the m-grouped GEMM (``simnode.kernels.grouped_gemm``) per wave of blocks:
     pipe-level runs of experts of equal size at about 2 and 6 waves. Its unit is one wave
-    (``gemm_units``)."""
+    (``gemm_units``). ``base``: the kernel's parameters (tiling pinned, counts ignored) when
+    they are more than the arguments say; ``burst``: fit it at half the HBM bandwidth too
+    (the burst shape of its loads, ``decode_profiles.gap_share``)."""
     key = ("gg", repr(chip), n, k, act_dtype, weight_dtype, out_dtype, layout, num_cores)
+    pinned = base is not None             # a kernel's own tiling: its experts as its
+    if pinned:
+        key += (replace(base, m_per_expert=()), burst)
     if key in _MEMO:
         return _MEMO[key]
     from simnode.kernels.grouped_gemm import GroupedGemmParams, grouped_tiling
-    base = GroupedGemmParams((1,), n, k, act_dtype, weight_dtype, out_dtype, layout,
-                             num_cores=num_cores)
+    if base is None:
+        base = GroupedGemmParams((1,), n, k, act_dtype, weight_dtype, out_dtype, layout,
+                                 num_cores=num_cores)
     t = grouped_tiling(chip, base)
     per_mblock = math.ceil(n / t.block_n)                     # blocks of one m-block of rows
-    runs = []
+    runs, fits = [], []
+    e1 = max(1, math.ceil(t.num_cores / per_mblock))      # pinned: 1 and 3 times as many experts
     for waves in (2, 6):
         # experts of 2 m-blocks each (their weights reused by a second block, as in a layer)
         mblocks = max(1, math.ceil(waves * t.num_cores / per_mblock))
         experts = max(1, mblocks // 2)
         m = [2 * t.block_m] * experts + ([t.block_m] if mblocks % 2 else [])
+        if pinned:
+            m = [2 * t.block_m] * (e1 * waves // 2)
         p = replace(base, m_per_expert=tuple(m))
+        fits.append(p)
         runs.append((gemm_units(chip, p), *_run_grouped(chip, p)))
     prof = fit(f"grouped_gemm {act_dtype}x{weight_dtype} n{n} k{k}", "wave", runs)
+    if burst:
+        slow = half_hbm(chip)
+        half = fit(prof.name, "wave", [(u, *_run_grouped(slow, q)) for (u, *_), q in zip(runs, fits)])
+        prof = replace(prof, fixed_half_ns=half.fixed_ns, unit_half_ns=half.unit_ns)
     _MEMO[key] = prof
     return prof
 

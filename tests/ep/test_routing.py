@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simnode.errors import ConfigError
-from simnode.ep.routing import (dest_ranks_per_token, expert_counts, expert_rank,
+from simnode.ep.routing import (dest_ranks_per_token, expert_counts, expert_rank, has_repeat,
                                  load_routing_file, num_dest_ranks, pair_token_counts, route,
                                  route_supernode, tokens_per_dest_rank)
 
@@ -188,3 +188,28 @@ def test_bad_files(tmp_path):
     assert "<unreadable>" in file_error(tmp_path, "a.npy", b"not numpy")
     with pytest.raises(ConfigError, match="expected an existing routing file"):
         load_routing_file(tmp_path / "none.npy", 3, 16, 2, 2)
+
+
+def test_hash_routing_is_a_fixed_table_from_token_id_to_experts():
+    """V4's first layers (facts v4-decode 1): one table, the model's (the same on every rank,
+    from the seed alone), token id -> top_k distinct experts; a rank's tokens draw ids."""
+    from simnode.ep.routing import V4_VOCAB, hash_table
+    table = hash_table(0, V4_VOCAB, 256, 6)
+    assert table.shape == (V4_VOCAB, 6)
+    assert not has_repeat(table[:5000]).any()
+    a = route(512, 256, 6, 16, "hash", 0, rank=3)
+    b = route(512, 256, 6, 16, "hash", 0, rank=3)
+    assert (a == b).all() and a.dtype == np.int32
+    every = set(map(tuple, table.tolist()))
+    assert all(tuple(r) in every for r in a[:20].tolist())
+    # another rank draws other token ids from the same table
+    c = route(512, 256, 6, 16, "hash", 0, rank=4)
+    assert not (a == c).all()
+    small = route(64, 16, 2, 2, "hash", 1, rank=0, vocab=8)
+    assert len({tuple(r) for r in small.tolist()}) <= 8        # 8 ids, 8 expert sets at most
+
+
+def test_hash_routing_rejects_a_bad_vocabulary():
+    with pytest.raises(ConfigError) as info:
+        route(8, 16, 2, 2, "hash", 0, vocab=0)
+    assert "vocab" in str(info.value)

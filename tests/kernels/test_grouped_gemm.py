@@ -21,8 +21,8 @@ from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.kernels.gemm import GemmParams, gemm_schedule
 from simnode.kernels.grouped_gemm import (CONTIGUOUS_BLOCK_M, MASKED_BLOCK_M_CANDIDATES, GroupedGemmParams,
-                                          expert_blocks, grouped_gemm_roofline, grouped_gemm_schedule,
-                                          grouped_tiling, padding_frac)
+                                          cann_block_m, expert_blocks, grouped_gemm_roofline,
+                                          grouped_gemm_schedule, grouped_tiling, padding_frac)
 from simnode.kernels.gemm.core import sub_tiles
 from simnode.workloads.chiprun import run_schedule
 
@@ -250,6 +250,54 @@ def test_fp4_weights_cost_little_when_the_cube_binds(chip):
     assert fp4 == pytest.approx(fp8, rel=0.03)
 
 
+# -- CANN's weight-quant grouped matmul (impl cann) ---------------------------------------------
+
+def _cann(counts, n=4096, k=4096, **kw):
+    return GroupedGemmParams(tuple(counts), n, k, "fp8", "fp4", layout="packed", impl="cann", **kw)
+
+
+def test_cann_tiles_and_blocks_follow_its_tiling_and_controller(chip):
+    """grouped_weight_quant_batch_matmul_tiling: baseM 256, baseN 256 (128 below 256 x cores
+    columns), K tiles of 4 x baseK 64, the weight tile double-buffered in L1; the controller
+    cuts an expert of 257..1023 rows into 2 or 4 equal blocks."""
+    t = grouped_tiling(chip, _cann((16,) * 4))
+    assert (t.block_m, t.block_n, t.block_k, t.k_l0, t.l1_stages) == (256, 128, 256, 64, 2)
+    assert grouped_tiling(chip, _cann((16,), n=256 * chip.num_ai_cores)).block_n == 256
+    assert [cann_block_m(m) for m in (1, 256, 300, 512, 513, 1023, 1024, 5000)] == \
+        [256, 256, 150, 256, 129, 256, 256, 256]
+    blocks = expert_blocks(_cann((300, 40, 0)), t)
+    assert [(b.expert, b.rows) for b in blocks] == [(0, 150), (0, 150), (1, 40)]
+    assert all(b.rows == b.valid == b.computed for b in blocks)     # no padding: its own rows
+
+
+def test_cann_decodes_fp4_on_both_aivs_once_per_block(chip):
+    """C:V = 1:2 (weight_quant_basic_block.h): each AIV decodes half of every weight tile with
+    the bit-op VF, the cube multiplies FP8, C leaves L0C straight to GM; an expert of up to
+    256 rows is one basic block, so its weights are decoded once."""
+    p = _cann((40, 200), n=512, k=1024)
+    sched = grouped_gemm_schedule(chip, p)
+    per_unit = Counter()
+    for u, i in _records(sched, "mte2", isa.Copy):
+        if u.startswith("aiv"):
+            per_unit[u] += i.size_bytes
+    assert per_unit["aiv0"] == per_unit["aiv1"] == 2 * p.n * p.k // 2 // 2   # 2 experts, halves
+    vfs = {i for _, i in _records(sched, "v", isa.VecOp)}
+    assert {v.op_class for v in vfs} == {"vf_alu"} and all(v.decode_bytes == 0 for v in vfs)
+    assert {i.dst for _, i in _records(sched, "fix", isa.Fixpipe)} == {"gm"}
+    assert {i.dtype for _, i in _records(sched, "m", isa.Mmad)} == {"fp8"}
+
+
+def test_cann_decode_beats_one_aiv_at_decode_shapes(chip):
+    """16 rows per expert: both AIVs decode, so the kernel is faster than S3's one-AIV
+    Dequant-B on the same shape, and its decode bound is lower."""
+    cann = _cann((16,) * 8, n=2048, k=2048)
+    s3 = GroupedGemmParams((16,) * 8, 2048, 2048, "fp8", "fp4", layout="masked")
+    assert grouped_gemm_roofline(chip, cann)["decode_ns"] < grouped_gemm_roofline(chip, s3)["decode_ns"]
+    t_cann = _run(chip, grouped_gemm_schedule(chip, cann)).makespan_ns
+    assert t_cann < _run(chip, grouped_gemm_schedule(chip, s3)).makespan_ns
+    assert t_cann >= grouped_gemm_roofline(chip, cann)["bound_ns"]
+
+
 # -- roofline ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("p", [
@@ -274,11 +322,13 @@ def test_roofline_matches_the_schedule_and_bounds_the_run(chip, p):
     (dict(m_per_expert=()), "m_per_expert is empty"),
     (dict(m_per_expert=(5, -1)), "m_per_expert[1] = -1: expected an integer >= 0"),
     (dict(act_dtype="bf16", weight_dtype="fp8"), "activations bf16 x weights fp8: expected one of"),
-    (dict(layout="ragged"), "layout 'ragged': expected one of contiguous, masked"),
+    (dict(layout="ragged"), "layout 'ragged': expected one of contiguous, masked, packed"),
     (dict(layout="masked", max_m=10), "max_m = 10 is below the largest expert count 64"),
     (dict(block_m=100), "block_m = 100: expected 0 (heuristic) or a multiple of 16"),
     (dict(weight_dtype="fp4", block_k=1024), "FP4 weights: BLOCK_K = 1024"),
     (dict(block_m=512, block_n=512), "exceeds L0C"),
+    (dict(impl="cann"), "impl cann is CANN's weight-quant grouped matmul"),
+    (dict(layout="packed"), "layout packed is the input of CANN's grouped matmul"),
 ])
 def test_impossible_grouped_gemms_are_rejected(chip, kw, message):
     args = dict(m_per_expert=(64, 32), n=512, k=1024)

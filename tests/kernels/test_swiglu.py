@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from simnode.config.topology import Topology
 from simnode.errors import ScheduleError
 from simnode.instr import isa
-from simnode.kernels.swiglu import SwigluParams, swiglu_roofline, swiglu_schedule
+from simnode.kernels.swiglu import SwigluParams, row_bytes, swiglu_roofline, swiglu_schedule, vector_ops
 from simnode.workloads.chiprun import run_schedule
 
 
@@ -117,3 +117,18 @@ def test_impossible_swiglu_is_rejected(chip, kw, message):
     with pytest.raises(ScheduleError) as info:
         swiglu_schedule(chip, SwigluParams(**args))
     assert message in str(info.value)
+
+
+def test_clamp_and_dequant_add_their_vector_work(chip):
+    """DeepSeek-V4's kernel between the grouped GEMMs (facts v4-decode 2): the clamp (limit
+    10) adds 3 ops per output value (min on gate, max and min on up), the INT8 path's
+    dequant of int32 inputs 3 per input value, and reads 4 B per input value."""
+    base = SwigluParams(64, 2048)
+    ops = lambda p: sum(n for _, n, _, _ in vector_ops(p))
+    clamp = dataclasses.replace(base, clamp_limit=10.0)
+    assert ops(clamp) - ops(base) == pytest.approx(3 * 2048)
+    dq = dataclasses.replace(base, in_dtype="int32")
+    assert ops(dq) - ops(base) == pytest.approx((6 - 2) * 2048)       # beside bf16's 2 casts
+    assert row_bytes(dq)["read"] == 2 * 2048 * 4
+    t = lambda p: run_schedule(Topology("t", chip), swiglu_schedule(chip, p)).makespan_ns
+    assert t(clamp) >= t(base)

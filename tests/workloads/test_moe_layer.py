@@ -103,7 +103,8 @@ def test_every_routed_row_is_computed_once(seed, top_k, tokens, overlap):
                                          "intermediate=256", "shared_intermediate=256"])
     prm = inp.params
     topo = moe_layer.check(inp.topology, prm)
-    lp = LayerParams(4, tokens, 1024, 256, 16, top_k, 1, 256, "fp8", overlap, 64, 2, 2000.0)
+    lp = LayerParams(4, tokens, 1024, 256, 16, top_k, 1, 256, "fp8", overlap, 64, 2, 2000.0,
+                     "normal", "", 0, 0, 0.0)
     costs = costs_from(DeepEPCosts, prm)
     lr = MoELayerSim(topo, lp, costs, moe_layer.routes_fn(prm, 4)).run()
     picks = 4 * tokens * top_k

@@ -193,18 +193,36 @@ class UbEpilogue:
     l2_hint: str = "notalloc"           #: S3 select_gemm_config: C stores NOTALLOC_CLEAN
 
 
+#: the decode VFs of FP4 B: ``lut`` (S3 ``vf_deq_nd2nz``: nibble split + two LUT gathers on
+#: the FP4 decoder) or ``bitops`` (CANN's ``AntiQuantMxA8W4NzNkVf``, ops-transformer gmm arch35
+#: basic_block_vf_mx.h: per 256 B of FP8 out one unpacking load, shift right, shift left,
+#: shift right, select, and, one store; no LUT, no decoder)
+DEQUANT_VFS = ("lut", "bitops")
+#: the bitops VF per 256 B register of FP8 it writes: ALU instructions, loads, stores
+BITOPS_ALU_PER_REG = 5
+
+
 @dataclass(frozen=True)
 class DequantB:
-    """FP4 B decoded on an AIV (S3 ``fp8_dequant_gemm_impl``): per K block the AIV loads
-    ``rows_per_stage`` B rows (half of BLOCK_N) at a time GM -> UB as packed FP4, decodes
-    them to FP8 NZ in one VF and pushes them UB -> L1, through ``ub_stages`` UB slots."""
+    """FP4 B decoded on AIVs: per K block each of ``units`` loads its ``rows_per_stage`` B
+    rows at a time GM -> UB as packed FP4, decodes them to FP8 NZ in one VF (``vf``) and
+    pushes them UB -> L1, through ``ub_stages`` UB slots of its own. One unit (S3
+    ``fp8_dequant_gemm_impl``: AIV0, ``kDequantAIVId``) walks every stage of the K block; two
+    (S3 ``kDualAIVDequant``, CANN's weight-quant grouped matmul with its C:V = 1:2) share it,
+    unit u taking stages u, u + 2, ... (each its half of BLOCK_N)."""
     ub_stages: int
     rows_per_stage: int
-    unit: str = "aiv0"                  #: S3 kDequantAIVId = 0
+    unit: str = "aiv0"                  #: S3 kDequantAIVId = 0 (the first of ``units``)
     #: ALU element-ops of the decode VF per packed FP4 byte: per 256 B load it issues one
     #: shift and one interleave (2 x 64 lanes) beside two LUT gathers that run on the
     #: decoder (S3 ``vf_deq_nd2nz``)
     alu_ops_per_fp4_byte: float = 2 * 64 / 256
+    units: tuple = ()                   #: the decoding AIVs (() = (unit,))
+    vf: str = "lut"                     #: one of DEQUANT_VFS
+
+    @property
+    def all_units(self) -> tuple:
+        return self.units or (self.unit,)
 
 
 def ub_epilogue(chip: ChipSpec, t: GemmTiling, out_dtype: str, num_blocks: int) -> UbEpilogue:
@@ -291,9 +309,9 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
     prog.pipe("aic", "m")
     fix = prog.pipe("aic", "fix").append
     if dequant is not None:
-        dq = _DequantPipes(prog, dequant, S)
-        b_full = [isa.CrossWait(dequant.unit, s) for s in range(S)]
-        b_free = [isa.CrossSet(dequant.unit, s) for s in range(S)]
+        dqs = [_DequantPipes(prog, dequant, S, u) for u in dequant.all_units]
+        b_full = [[isa.CrossWait(u, s) for u in dequant.all_units] for s in range(S)]
+        b_free = [[isa.CrossSet(u, s) for u in dequant.all_units] for s in range(S)]
     if epilogue is not None:
         E = epilogue.stages
         epi_unit = epilogue.unit
@@ -332,7 +350,7 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
             s = (stage0 + kb) % S
             m1.append(wait_l1_full[s])
             if dequant is not None:
-                m1.append(b_full[s])            # S3: wait_intra_block(PIPE_MTE1, kDequantAIVId, ...)
+                m1.extend(b_full[s])            # S3: wait_intra_block(PIPE_MTE1, kDequantAIVId, ...)
             steps = math.ceil(kk / t.k_l0)
             for j in range(steps):
                 kl = min(t.k_l0, kk - j * t.k_l0)
@@ -355,7 +373,7 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
                 l0 += 1
             m1.append(set_l1_free[s])
             if dequant is not None:
-                m1.append(b_free[s])            # S3: set_intra_block(PIPE_MTE1, kDequantAIVId, ...)
+                m1.extend(b_free[s])            # S3: set_intra_block(PIPE_MTE1, kDequantAIVId, ...)
         return m1, mm, l0 - l0_0
 
     seqs = {}
@@ -385,7 +403,8 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
             if dequant is None:
                 mte2(b_row[kb])
             else:
-                dq.load_b(st, s, b_tag, kb, kks[kb], cols, t.block_k)
+                for dq in dqs:
+                    dq.load_b(st, s, b_tag, kb, kks[kb], cols, t.block_k)
             if scaled:
                 mte2(sa_row[kb])
                 mte2(sb_row[kb])
@@ -419,14 +438,17 @@ def core_program(prog: CoreProgram, tasks, k: int, dtype: str, out_dtype: str, t
 
 
 class _DequantPipes:
-    """AIV0's side of the Dequant-B path (S3 ``fp8_dequant_gemm_impl``, the AIV branch)."""
+    """One decoding AIV's side of the Dequant-B path (S3 ``fp8_dequant_gemm_impl``, the AIV
+    branch): ``unit``, the ``part``-th of ``DequantB.all_units``."""
 
-    def __init__(self, prog: CoreProgram, d: DequantB, l1_stages: int):
+    def __init__(self, prog: CoreProgram, d: DequantB, l1_stages: int, unit: str):
         self.d = d
+        units = d.all_units
+        self.part, self.parts = units.index(unit), len(units)
         U = d.ub_stages
-        self.mte2 = prog.pipe(d.unit, "mte2").append
-        self.v = prog.pipe(d.unit, "v").append
-        self.mte3 = prog.pipe(d.unit, "mte3").append
+        self.mte2 = prog.pipe(unit, "mte2").append
+        self.v = prog.pipe(unit, "v").append
+        self.mte3 = prog.pipe(unit, "mte3").append
         self.ub_free = [isa.WaitFlag("mte3", "mte2", u) for u in range(U)]
         self.ub_full = [isa.SetFlag("mte2", "v", u) for u in range(U)]
         self.ub_full_w = [isa.WaitFlag("mte2", "v", u) for u in range(U)]
@@ -453,14 +475,8 @@ class _DequantPipes:
         # the whole template tile even for a K tail or a narrow last block (S3 vf_deq_nd2nz)
         fp4_tile = R * block_k // 2
         decoded = R * block_k
-        dec = self._once(("dec",), lambda: isa.VecOp(
-            d.alu_ops_per_fp4_byte * fp4_tile, "simple", fp4_tile + decoded,
-            "FP4 -> FP8 decode + ND2NZ",
-            # the decoder's 64 B/cycle counts decoded (FP8) bytes: S3's cost model divides
-            # block_n x k decoded bytes by it, and its comment reads "512 decoded bytes per
-            # eight vector cycles" for a VF step that loads 256 B of FP4 (facts 1.2)
-            decode_bytes=decoded))
-        for h in range(math.ceil(cols / R)):
+        dec = self._once(("dec",), lambda: decode_vf(d, fp4_tile, decoded))
+        for h in range(self.part, math.ceil(cols / R), self.parts):
             rows = min(cols - h * R, R)
             u = self.uses % d.ub_stages
             if self.uses >= d.ub_stages:
@@ -472,14 +488,31 @@ class _DequantPipes:
             self.v(dec)
             self.v(self.dec[u])
             self.mte3(self.dec_w[u])
-            if h == 0 and stage >= len(self.l1_free):
+            if h == self.part and stage >= len(self.l1_free):
                 self.mte3(self.l1_free[s])      # S3: wait_intra_block(PIPE_MTE3, ...) at row 0
             # the UB -> L1 copy moves whole 32 B column groups of BLOCK_K (S3 asc_copy_ub2l1)
             self.mte3(self._once(("ub2l1", rows), lambda: isa.Copy(
                 "ub_to_l1", rows * block_k, label="B (FP8 NZ) -> L1")))
             self.mte3(self.ub_free_s[u])
             self.uses += 1
+        if self.parts > 1 and self.part >= math.ceil(cols / R) and stage >= len(self.l1_free):
+            self.mte3(self.l1_free[s])          # S3 dual: a unit with no rows still hands over
         self.mte3(self.l1_full[s])              # S3: set_intra_block(PIPE_MTE3, ...)
+
+
+def decode_vf(d: DequantB, fp4_bytes: int, decoded: int) -> isa.VecOp:
+    """The decode VF of one stage: ``fp4_bytes`` of packed FP4 in, ``decoded`` FP8 bytes out."""
+    if d.vf == "bitops":
+        regs = -(-decoded // 256)               # one 256 B FP8 register per step
+        return isa.VecOp(BITOPS_ALU_PER_REG * regs * 64, "vf_alu", decoded,
+                         "FP4 -> FP8 decode (bit ops) + NZ", loads=regs, stores=regs, vf_calls=1)
+    return isa.VecOp(
+        d.alu_ops_per_fp4_byte * fp4_bytes, "simple", fp4_bytes + decoded,
+        "FP4 -> FP8 decode + ND2NZ",
+        # the decoder's 64 B/cycle counts decoded (FP8) bytes: S3's cost model divides
+        # block_n x k decoded bytes by it, and its comment reads "512 decoded bytes per
+        # eight vector cycles" for a VF step that loads 256 B of FP4 (facts 1.2)
+        decode_bytes=decoded)
 
 
 def dequant_ub_stages(chip: ChipSpec, bn: int, bk: int) -> tuple[int, int]:
@@ -505,8 +538,9 @@ def buffer_plan(dtype: str, t: GemmTiling, epilogue: UbEpilogue | None = None,
         BufferUse("aic", "l0c", "fp32 accumulator, 2 halves", 2 * t.sub_m * t.sub_n * 4),
     ]
     if dequant is not None:
-        plan.append(BufferUse(dequant.unit, "ub", f"FP4 B + FP8 NZ x {dequant.ub_stages} stages + LUT",
-                              dequant.ub_stages * dequant_stage_bytes + 256))
+        for unit in dequant.all_units:
+            plan.append(BufferUse(unit, "ub", f"FP4 B + FP8 NZ x {dequant.ub_stages} stages + LUT",
+                                  dequant.ub_stages * dequant_stage_bytes + 256))
     if epilogue is not None:
         plan.append(BufferUse(epilogue.unit, "ub", f"C sub-tile x {epilogue.stages} stages",
                               epilogue.stages * dtype_bytes(t.sub_m * t.sub_n, out_dtype)))

@@ -7,6 +7,15 @@ micro-batches or a fused kernel; ``comm_aivs`` how many AIVs communication takes
 compute runs. The EP shape, routing and solver window are the EP family's fields
 (``simnode.ep.fields``), the DeepEP costs the 950 member's (``simnode.ep.deepep``).
 
+``comm = low_latency`` runs the decode layer (DeepSeek-V4 on the 950, facts v4-decode 2):
+the EP family's low-latency kernels (``simnode.moe.comm``, their costs the member's fields),
+W4A8 or W8A8 experts at decode shapes, SwiGLU with ``swiglu_clamp``, and the shared experts
+on a stream of their own with ``shared_aic`` AICs and ``shared_aiv`` AIVs (0: none). Its
+result adds ``breakdown_us`` (the straggler's dispatch, expert GEMMs, SwiGLU, combine, shared
+stream and exposed communication), headline ``layer_us``, ``expert_gemm_us`` and ``comm_us``
+(a sweep over tokens per rank shows where the layer turns from latency- to bandwidth-bound),
+and the low-latency kernels' step means (``dispatch_steps_us``, ``combine_steps_us``).
+
 Result (``simnode.report.result``): the header carries ``layer_ns`` (the slowest rank's end,
 also the makespan), ``compute_ns`` and ``comm_ns`` (the straggler's busy time on its compute
 and communication streams), ``exposed_comm_ns`` (time its compute stream sat idle for its
@@ -29,13 +38,15 @@ from simnode.ep import fields
 from simnode.ep.deepep import MAX_PAIRS, DeepEPCosts
 from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
-from simnode.moe.layer import OVERLAPS, LayerParams, MoELayerSim
+from simnode.moe import comm
+from simnode.moe.layer import COMMS, OVERLAPS, LayerParams, MoELayerSim, union_ns
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind
 from simnode.workloads.supernode import link_series, link_util
 
+_COSTS = params_of(DeepEPCosts)
 FIELDS = (
-    *fields.SHAPE, *fields.ROUTING, fields.BATCH_WINDOW_NS, *params_of(DeepEPCosts),
+    *fields.SHAPE, *fields.ROUTING, fields.BATCH_WINDOW_NS, *_COSTS, *comm.ll_fields(_COSTS),
     Field("intermediate", "int", 2048, "expert FFN intermediate size", min_value=128,
           unit="elements"),
     Field("shared_experts", "int", 1, "shared experts (run on every rank's own tokens)",
@@ -49,6 +60,16 @@ FIELDS = (
           "while communication runs)", min_value=2, unit="AIVs"),
     Field("fused_chunks", "int", 4, "fused: chunks each dispatch train is sent in",
           min_value=1, unit="chunks"),
+    Field("comm", "str", "normal", "dispatch and combine: DeepEP's normal kernels, or the "
+          "low-latency (decode) ones", COMMS),
+    Field("shared_weight_dtype", "str", "", "the shared experts' weights ('' = weight_dtype)",
+          ("", "fp8", "fp4")),
+    Field("shared_aic", "int", 0, "low_latency: AICs of the shared experts' own stream (0 = no "
+          "stream of their own: they follow combine)", min_value=0, unit="AICs"),
+    Field("shared_aiv", "int", 0, "low_latency: AIVs of the shared experts' own stream",
+          min_value=0, unit="AIVs"),
+    Field("swiglu_clamp", "number", 0.0, "low_latency: SwiGLU's clamp limit (0 = none; "
+          "DeepSeek-V4: 10)", min_value=0, unit="1"),
 )
 
 
@@ -67,7 +88,42 @@ def check(topology, params: dict, source: str = "workload"):
     if params["intermediate"] % 128 or params["shared_intermediate"] % 128:
         raise ConfigError(source, "intermediate", params["intermediate"],
                           "a multiple of 128 (SwiGLU's per-128 FP8 scales)")
+    _check_streams(chip, params, source)
+    if params["comm"] == "low_latency":
+        if params["overlap"] != "sequential":
+            raise ConfigError(source, "overlap", params["overlap"],
+                              "sequential with comm = low_latency (DeepSeek-V4 decodes without "
+                              "micro-batches, facts v4-decode 2; the shared experts' stream is "
+                              "its overlap)")
+        comm.check_limits(topology, params, _main_aivs(chip, params), source)
     return topology
+
+
+def _main_aivs(chip, params: dict) -> int:
+    aivs = chip.num_ai_cores * chip.aiv_per_core
+    return aivs - params["shared_aiv"] if params["shared_aic"] else params["comm_aivs"]
+
+
+def _check_streams(chip, params: dict, source: str) -> None:
+    """The shared experts' stream and its core split (``MoELayerSim.stream_cores``)."""
+    aic, aiv, per = params["shared_aic"], params["shared_aiv"], chip.aiv_per_core
+    if not aic:
+        if aiv:
+            raise ConfigError(source, "shared_aiv", aiv, "0 unless shared_aic gives the shared "
+                              "experts a stream of their own")
+        return
+    if params["comm"] != "low_latency":
+        raise ConfigError(source, "shared_aic", aic, "0 unless comm = low_latency (the shared "
+                          "experts' own stream is the decode layer's)")
+    if not params["shared_experts"]:
+        raise ConfigError(source, "shared_aic", aic, "0 without shared experts")
+    if aic >= chip.num_ai_cores:
+        raise ConfigError(source, "shared_aic", aic, f"1..{chip.num_ai_cores - 1} AICs (the "
+                          f"main stream keeps at least one of the chip's {chip.num_ai_cores})")
+    total = chip.num_ai_cores * per
+    if aiv % per or not per <= aiv <= total - per:
+        raise ConfigError(source, "shared_aiv", aiv, f"a multiple of {per} in {per}..{total - per} "
+                          f"(each stream needs an AI core's AIVs)")
 
 
 def routes_fn(params: dict, num_ranks: int):
@@ -84,9 +140,13 @@ def run(topology, params: dict, options=None, name: str = "moe_layer"):
     lp = LayerParams(R, params["tokens_per_rank"], params["hidden"], params["intermediate"],
                      params["num_experts"], params["top_k"], params["shared_experts"],
                      params["shared_intermediate"], params["weight_dtype"], params["overlap"],
-                     params["comm_aivs"], params["fused_chunks"], params["batch_window_ns"])
+                     params["comm_aivs"], params["fused_chunks"], params["batch_window_ns"],
+                     comm=params["comm"], shared_weight_dtype=params["shared_weight_dtype"],
+                     shared_aic=params["shared_aic"], shared_aiv=params["shared_aiv"],
+                     swiglu_clamp=params["swiglu_clamp"])
     costs = fields.costs_from(DeepEPCosts, params)
-    sim = MoELayerSim(topology, lp, costs, routes_fn(params, R))
+    ll = comm.ll_costs(params) if lp.comm == "low_latency" else None
+    sim = MoELayerSim(topology, lp, costs, routes_fn(params, R), ll)
     lr = sim.run()
     if options is not None and getattr(options, "trace_path", None):
         from simnode.moe.layer_trace import write_trace
@@ -129,19 +189,19 @@ def _result(name: str, lr, params: dict) -> Result:
                     "max": round(units.ns_to_us(float(np.max(v))), 3)} for k, v in phases.items()}
     gbps = {"dispatch": [], "combine": []}
     kernel_ns = {"dispatch": [], "combine": []}
+    low_latency = p.comm == "low_latency"
     for kname, (sim, times) in lr.kernels.items():
         kind = "dispatch" if kname.endswith("dispatch") else "combine" if kname.endswith(
             "combine") else None
         if kind is None:
             continue
-        plan = sim.plan
-        recv = plan.received()
-        logical = plan.counted_row_bytes(kind)
         # from the kernel's start on every rank: a rank that comes early waits at the entry
         # barrier for the others (the layer's imbalance, not the kernel's: its own figure)
         k_ns = np.array([t.end_ns - t.start_ns for t in times]) - sim.entry_wait_ns
-        gbps[kind].append(recv * logical / k_ns)
         kernel_ns[kind].append(k_ns)
+        if not low_latency:            # the low-latency kernels' bandwidth is their kind's
+            plan = sim.plan
+            gbps[kind].append(plan.received() * plan.counted_row_bytes(kind) / k_ns)
     header = [
         fig("num_ranks", R, "ranks", "EP ranks"),
         fig("overlap", p.overlap, "", "how communication and compute overlap"),
@@ -181,6 +241,12 @@ def _result(name: str, lr, params: dict) -> Result:
                     "mean over ranks and instances (DeepEP's convention)", headline=True),
                 fig("GBps_min", float(np.min(g)), "GB/s", "the slowest rank's GBps"),
                 fig("max_ns", float(np.max(k_ns)), doc="the slowest rank's kernel time"))))
+        elif kernel_ns[kind]:
+            k_ns = np.concatenate(kernel_ns[kind])
+            kernels.append(KernelRecord(kind, float(np.mean(k_ns)), figures=(
+                fig("max_ns", float(np.max(k_ns)), doc="the slowest rank's kernel time"),)))
+    if low_latency:
+        header += _decode_figures(lr, s)
     # the expert kernels: each rank's instances (micro-batches, fused chunks) summed; the
     # kernel's time is its slowest rank's (the mean over ranks a figure)
     for kname in ("gemm1", "swiglu", "gemm2"):
@@ -204,3 +270,40 @@ def _result(name: str, lr, params: dict) -> Result:
 KIND = WorkloadKind("moe_layer", FIELDS, run,
                              "one MoE layer: dispatch, expert GEMMs, SwiGLU, combine on one clock",
                              needs_supernode=True, check=check)
+
+
+def _decode_figures(lr, s: int) -> list:
+    """The decode layer's breakdown for the straggler ``s`` (module docstring): its main
+    stream's kernels in order, its shared stream, and the communication no compute hid."""
+    rec = lr.ranks[s]
+    spans = rec.spans
+    total = lambda name: sum(sp.end_ns - sp.start_ns for sp in spans if sp.name == name)
+    comm_iv = [(sp.start_ns, sp.end_ns) for sp in spans if sp.stream == "comm"]
+    work_iv = [(sp.start_ns, sp.end_ns) for sp in spans if sp.stream != "comm"]
+    hidden = union_ns(comm_iv) + union_ns(work_iv) - union_ns(comm_iv + work_iv)
+    exposed = union_ns(comm_iv) - hidden
+    shared = (rec.busy_ns("shared") if lr.params.shared_aic else
+              sum(total(n) for n in ("shared gemm1", "shared swiglu", "shared gemm2")))
+    us = lambda ns: round(units.ns_to_us(ns), 3)
+    parts = {"dispatch": total("dispatch"), "gemm1": total("gemm1"), "swiglu": total("swiglu"),
+             "gemm2": total("gemm2"), "combine": total("combine"), "shared_stream": shared,
+             "exposed_comm": exposed, "layer": lr.layer_ns}
+    gemm = parts["gemm1"] + parts["gemm2"]
+    times = {kind: t for kind, (_, t) in lr.kernels.items()}
+    return [
+        fig("comm", lr.params.comm, "", "dispatch and combine kernels"),
+        fig("breakdown_us", {k: us(v) for k, v in parts.items()}, "us",
+            "the straggler's dispatch, expert GEMMs, SwiGLU and combine on its main stream, its "
+            "shared experts' stream (beside them, or after combine without a stream of their "
+            "own), the communication no compute hid, and the layer"),
+        fig("layer_us", units.ns_to_us(lr.layer_ns), "us", "the layer: its slowest rank's end",
+            headline=True),
+        fig("expert_gemm_us", units.ns_to_us(gemm), "us", "the straggler's routed grouped GEMMs",
+            headline=True),
+        fig("comm_us", units.ns_to_us(parts["dispatch"] + parts["combine"]), "us",
+            "the straggler's dispatch + combine", headline=True),
+        fig("dispatch_steps_us", comm.steps_us(times["dispatch"], "dispatch"), "us",
+            "the low-latency dispatch's steps, mean over ranks"),
+        fig("combine_steps_us", comm.steps_us(times["combine"], "combine"), "us",
+            "the low-latency combine's steps, mean over ranks"),
+    ]
