@@ -12,6 +12,8 @@ MoE expert kernels. Generators are pure functions: no SimPy.
 import functools
 import gc
 
+from simnode.config.params import param
+
 
 def builds_records(fn):
     """Run a generator with the cyclic GC off: it allocates up to millions of records and
@@ -27,3 +29,19 @@ def builds_records(fn):
             if enabled:
                 gc.enable()
     return build
+
+
+def unchosen(p, **allowed) -> str | None:
+    """The first field of ``p`` whose value is not among its ``allowed`` names, as a message
+    ("layout 'x': expected one of contiguous, masked."), or None when every one is."""
+    for name, names in allowed.items():
+        value = getattr(p, name)
+        if value not in names:
+            return f"{name} '{value}': expected one of {', '.join(names)}."
+    return None
+
+
+def num_cores_param():
+    """The ``num_cores`` field of a chip kernel's parameters, declared once for every kernel
+    that runs on a share of the chip's AI cores."""
+    return param(0, "AI cores used (0 = all)", unit="cores", min=0)

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
+from simnode.kernels import num_cores_param, unchosen
 from simnode.kernels.gemm.core import (MX_SCALE_K_PER_BYTE, BlockTask, DequantB, GemmTiling,
                                        buffer_plan, core_program, decode_vf, dequant_ub_stages,
                                        dtype_bytes,
@@ -132,7 +133,7 @@ class GroupedGemmParams:
     l1_stages: int = param(0, "L1 buffering stages (0 = as many as fit, <= 4 with scales)",
                            unit="stages", min=0)
     swizzle_rows: int = param(4, "block-rows per swizzle group (facts 3.5)", unit="block-rows", min=1)
-    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    num_cores: int = num_cores_param()
     impl: str = param("deepgemm", "kernel: deepgemm (DeepGEMM-Ascend, S3) or cann (CANN's "
                       "weight-quant grouped matmul: FP8 x FP4, packed layout)", choices=IMPLS)
 
@@ -188,12 +189,9 @@ def _validate(p: GroupedGemmParams) -> None:
     if (p.act_dtype, p.weight_dtype) not in CUBE_DTYPE:
         pairs = ", ".join(f"{a} x {w}" for a, w in CUBE_DTYPE)
         raise _err(p, f"activations {p.act_dtype} x weights {p.weight_dtype}: expected one of {pairs}.")
-    if p.out_dtype not in OUT_DTYPES:
-        raise _err(p, f"out_dtype '{p.out_dtype}': expected one of {', '.join(OUT_DTYPES)}.")
-    if p.layout not in LAYOUTS:
-        raise _err(p, f"layout '{p.layout}': expected one of {', '.join(LAYOUTS)}.")
-    if p.impl not in IMPLS:
-        raise _err(p, f"impl '{p.impl}': expected one of {', '.join(IMPLS)}.")
+    bad = unchosen(p, out_dtype=OUT_DTYPES, layout=LAYOUTS, impl=IMPLS)
+    if bad:
+        raise _err(p, bad)
     if p.impl == "cann" and (p.act_dtype, p.weight_dtype, p.layout) != ("fp8", "fp4", "packed"):
         raise _err(p, f"impl cann is CANN's weight-quant grouped matmul: FP8 activations x FP4 "
                       f"weights in the packed layout, not {p.act_dtype} x {p.weight_dtype} "

@@ -38,6 +38,7 @@ from simnode.config.params import param
 from simnode.errors import ScheduleError
 from simnode.instr import isa
 from simnode.instr.schedule import BufferUse, CoreProgram, KernelSchedule
+from simnode.kernels import unchosen
 
 IN_DTYPES = ("bf16", "fp32", "int32")        # TileKernels: x is bfloat16 or float32; int32: the
                                              # INT8 GEMM's output, dequantized here
@@ -104,12 +105,14 @@ def _err(p: SwigluParams, msg: str) -> ScheduleError:
 def _validate(chip: ChipSpec, p: SwigluParams) -> None:
     if p.rows < 0:
         raise _err(p, f"rows = {p.rows}: expected an integer >= 0.")
-    if p.in_dtype not in IN_DTYPES:
-        raise _err(p, f"in_dtype '{p.in_dtype}': expected one of {', '.join(IN_DTYPES)}.")
+    bad = unchosen(p, in_dtype=IN_DTYPES)
+    if bad:
+        raise _err(p, bad)
     if p.out_dtype not in OUT_DTYPES:
         raise _err(p, f"out_dtype '{p.out_dtype}': expected fp8 (TileKernels casts to e4m3).")
-    if p.sf_dtype not in SF_BYTES:
-        raise _err(p, f"sf_dtype '{p.sf_dtype}': expected one of {', '.join(SF_BYTES)}.")
+    bad = unchosen(p, sf_dtype=tuple(SF_BYTES))
+    if bad:
+        raise _err(p, bad)
     if p.scale_block <= 0 or p.intermediate <= 0 or p.intermediate % p.scale_block:
         raise _err(p, f"intermediate {p.intermediate} is not a positive multiple of "
                       f"scale_block {p.scale_block}.")

@@ -26,6 +26,7 @@ from simnode.kernels.gemm.core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTas
                                        l0c_split, max_l1_stages, stage_bytes, swizzle,
                                        tile_cost_cycles, ub_epilogue, up16)
 from simnode.instr.schedule import CoreProgram, KernelSchedule, lockstep_groups
+from simnode.kernels import num_cores_param
 
 __all__ = ["GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "choose_tiling",
            "gemm_roofline", "gemm_schedule", "with_overrides"]
@@ -45,7 +46,7 @@ class GemmParams:
     l1_stages: int = param(0, "L1 buffering stages (0 = the heuristic's)", unit="stages", min=0)
     swizzle_rows: int = param(4, "block-rows per swizzle group (facts 3.5: 4-row window)",
                               unit="block-rows", min=1)
-    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    num_cores: int = num_cores_param()
     #: S3's path whenever can_direct_store fails, e.g. for a GEMM of more than one wave of
     #: blocks with m > BLOCK_M
     epilogue: str = param("direct", "how C leaves L0C: direct (FixPipe L0C -> GM) or ub (FixPipe "

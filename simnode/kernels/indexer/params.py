@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from simnode.config.params import param
 from simnode.errors import ScheduleError
+from simnode.kernels import num_cores_param
 
 KERNELS = ("cann", "deepgemm")
 #: CANN's op on the 950: N1 only 16, 24, 32, 64 (ops-transformer attention/quant_lightning_indexer
@@ -49,7 +50,7 @@ class IndexerParams:
     split_kv: bool = param(True, "cann: a sequence's keys may be split across cores, each part's top-k "
                            "merged by a FlashDecode-style reduction (the metadata op's split, CR's call); "
                            "false: one core per (sequence, 4-query group)")
-    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    num_cores: int = num_cores_param()
 
 
 def keys_visible(p: IndexerParams, q: int) -> int:

@@ -37,7 +37,7 @@ import numpy as np
 from simnode.config.chip import ChipSpec
 from simnode.config.params import param
 from simnode.errors import ScheduleError
-from simnode.kernels import builds_records
+from simnode.kernels import builds_records, num_cores_param
 from simnode.instr.schedule import KernelSchedule, lockstep_groups
 from simnode.kernels.sparse_mla import v4
 from simnode.kernels.sparse_mla.blocks import Block, cache_blocks, drain_flags, programs
@@ -125,7 +125,7 @@ class SparseMlaParams:
                                  unit="fraction", min=0, max=1, origin="reasoned")
     sinks: bool = param(True, "attention sinks in the softmax denominator")
     seed: int = param(0, "seed of the uniform top-k token selection", unit="1", min=0)
-    num_cores: int = param(0, "AI cores used (0 = all)", unit="cores", min=0)
+    num_cores: int = num_cores_param()
     lockstep_groups: int = param(LOCKSTEP_GROUPS, "prefill: lock-step groups its cores are dealt "
                                  "into, each simulated as one representative core "
                                  "(simnode.hardware.lockstep; 8 keep the makespan within 0.1% of "
