@@ -46,7 +46,8 @@ def _is_dataclass(node: ast.ClassDef) -> bool:
 
 def _dataclass_fields():
     """(file, class, field, how) for every annotated field of every dataclass in simnode/:
-    how = "param" (declared), "none" (no default) or "default" (a plain default)."""
+    how = "param" (declared: ``param()``, ``section()``, or a shared declaration's factory
+    named ``*_param``, e.g. ``kernels.num_cores_param``), "none" (no default) or "default"."""
     out = []
     for path, tree in _trees():
         for node in ast.walk(tree):
@@ -57,7 +58,8 @@ def _dataclass_fields():
                     v = stmt.value
                     if v is None:
                         how = "none"
-                    elif isinstance(v, ast.Call) and getattr(v.func, "id", "") in ("param", "section"):
+                    elif isinstance(v, ast.Call) and (getattr(v.func, "id", "") in ("param", "section")
+                                                       or getattr(v.func, "id", "").endswith("_param")):
                         how = "param"
                     else:
                         how = "default"
