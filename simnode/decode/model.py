@@ -80,6 +80,8 @@ class ModelSpec:
     mtp_layers: int = param(doc="MTP layers (window attention only; the drafts share its weights "
                                "and KV)", unit="layers", min=0, origin="sourced", cite=_V4)
     vocab: int = param(doc="vocabulary", unit="tokens", min=1, origin="sourced", cite=_V4)
+    swiglu_clamp: float = param(doc="the experts' SwiGLU clamp limit (0 = none)", min=0,
+                                origin="sourced", cite="facts v4-decode 2: SwiGLU (clamp 10)")
 
     def layer_type(self, layer: int) -> str:
         """``window``, ``csa`` or ``hca`` for decoder layer ``layer`` (0-based)."""
@@ -154,7 +156,7 @@ V4_FLASH = {
     "csa_ratio": 4, "hca_ratio": 128, "index_heads": 64, "index_head_dim": 128,
     "index_topk": 512, "num_experts": 256, "top_k": 6, "moe_intermediate": 2048,
     "shared_experts": 1, "hash_layers": 3, "hc_mult": 4, "hc_sinkhorn_iters": 20,
-    "mtp_layers": 1, "vocab": 129280,
+    "mtp_layers": 1, "vocab": 129280, "swiglu_clamp": 10.0,
 }
 V4_PRO = {
     **V4_FLASH, "name": "DeepSeek-V4-Pro", "num_layers": 61, "hidden": 7168, "num_heads": 128,

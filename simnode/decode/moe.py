@@ -5,8 +5,21 @@ The step replays each layer's MoE block on its clock (``simnode.decode.step``) f
 HBM bytes, the AI cores and AIVs it holds, and whether it is ``collective`` (an EP kernel:
 it starts with an entry barrier over every rank of the EP group, so on the step's clock it
 ends no earlier than the last rank's arrival plus its own time). A MoE model is a function
-``(topology, model, deployment, routes, costs, batch_window_ns) -> MoeRun`` in ``MOE_MODELS``;
-the decode MoE layer (low-latency dispatch and combine, W4A8 experts) is one more entry.
+``(topology, model, deployment, routes, costs, batch_window_ns) -> MoeRun`` in ``MOE_MODELS``,
+``costs`` a ``MoeCosts`` (the EP family's normal and low-latency members' constants).
+
+``decode_layer`` (what CR's decode runs, facts v4-decode 2): simnode's MoE layer with
+``comm = low_latency`` (``simnode.moe.layer``): the EP family's low-latency dispatch (MXFP8
+rows into the peers' windows, status, polling, the copy into the packed 2-D output) and
+combine (BF16 rows back, the weighted top-k sum at the source), the routed experts on the
+packed rows with per-expert counts (W4A8: CANN's weight-quant grouped matmul; W8A8: the masked
+kernel), SwiGLU with the model's clamp and MX FP8 scales; run once on its own supernode clock
+with the shared expert left out (the step runs it on its own stream). Phase times are each
+kernel's span on its rank, but a low-latency kernel's span holds its flag wait, and a rank
+that reached combine early waits there for the ranks still in their experts: the step's own
+barrier puts that wait back from the step's arrivals, so a collective's time is counted from
+the last rank's arrival at it in the layer's run (its end less that arrival), as
+``layer_sim`` takes out the entry barrier's wait.
 
 ``layer_sim``: simnode's MoE layer as it is (``simnode.moe.layer.MoELayerSim``, overlap
 ``sequential``), run once on its own supernode clock with the shared expert left out (the
@@ -34,9 +47,18 @@ from simnode.decode.deployment import Deployment, quantization
 from simnode.decode.model import ModelSpec
 
 FLOW = "flow-level"
-LAYER_SIM_NOTE = ("MoE: simnode's MoE layer as it is (NORMAL DeepEP dispatch / combine, experts in "
-                  "the contiguous padded layout) until the decode MoE layer (low-latency dispatch / "
-                  "combine, W4A8 experts) lands")
+DECODE_LAYER_NOTE = ("MoE: simnode's decode MoE layer (low-latency dispatch / combine, experts on "
+                     "the packed rows), the shared expert on the step's own stream")
+LAYER_SIM_NOTE = ("MoE: simnode's normal MoE layer (what-if: NORMAL DeepEP dispatch / combine, experts "
+                  "in the contiguous padded layout), not the low-latency path the decode runs")
+
+
+@dataclass(frozen=True)
+class MoeCosts:
+    """The EP family's constants a MoE model reads: the normal member's (``DeepEPCosts``) and
+    the low-latency member's (``LowLatencyCosts``)."""
+    deepep: object
+    low_latency: object
 
 
 @dataclass(frozen=True)
@@ -99,7 +121,7 @@ def layer_sim(topology, m: ModelSpec, d: Deployment, routes: list, costs, batch_
                      0, m.moe_intermediate, "fp4" if fmt == "mxfp4" else "fp8", "sequential", aivs, 1,
                      batch_window_ns, comm="normal", shared_weight_dtype="", shared_aic=0,
                      shared_aiv=0, swiglu_clamp=0.0)
-    run = MoELayerSim(topology, lp, costs, lambda sl: (r[sl] for r in routes)).run()
+    run = MoELayerSim(topology, lp, costs.deepep, lambda sl: (r[sl] for r in routes)).run()
     entry = {name: sim.entry_wait_ns for name, (sim, _) in run.kernels.items()}
     calls = {c.name: c for c in K.moe_kernels(m, d, False)}
     gemm_aiv = chip.num_ai_cores if fmt == "mxfp4" else 0        # FP4 decoded on AIV0 of each core
@@ -140,5 +162,70 @@ def _expert_bottlenecks(chip, m: ModelSpec, weight_dtype: str) -> dict:
     return {k: PIPE_NAMES.get(p.bottleneck, p.bottleneck) for k, p in out.items()}
 
 
+#: the decode layer's expert kernels by the layer's span names (``layer_kernels``)
+_DECODE_SPANS = {"dispatch": "dispatch", "gemm1": "gmm_w13", "swiglu": "swiglu_quant",
+                 "gemm2": "gmm_w2", "combine": "combine"}
+
+
+def decode_layer(topology, m: ModelSpec, d: Deployment, routes: list, costs: MoeCosts,
+                 batch_window_ns: float) -> MoeRun:
+    """The MoE block from the decode MoE layer (module docstring); ``topology`` has the EP
+    group's ranks."""
+    from simnode.moe.layer import LayerParams, MoELayerSim
+    chip = topology.chip
+    cores, aivs = chip.num_ai_cores, chip.num_ai_cores * chip.aiv_per_core
+    fmt = quantization(d)["routed_experts"]
+    wdt = "fp4" if fmt == "mxfp4" else "fp8"
+    lp = LayerParams(d.moe_ep, d.tokens_per_chip, m.hidden, m.moe_intermediate, m.num_experts, m.top_k,
+                     0, m.moe_intermediate, wdt, "sequential", aivs, 1, batch_window_ns,
+                     comm="low_latency", shared_weight_dtype="", shared_aic=0, shared_aiv=0,
+                     swiglu_clamp=m.swiglu_clamp)
+    run = MoELayerSim(topology, lp, costs.deepep, lambda sl: (r[sl] for r in routes), costs.low_latency).run()
+    calls = {c.name: c for c in K.moe_kernels(m, d, False)}
+    # CANN's W4A8 kernel launches AIC + 2 AIV (mix 1:2: both AIVs decode MXFP4); S3's masked
+    # W8A8 kernel uses the cubes only; SwiGLU and the low-latency kernels every AIV
+    gemm_aiv = aivs if wdt == "fp4" else 0
+    held = {"dispatch": (0, aivs), "gmm_w13": (cores, gemm_aiv), "swiglu_quant": (0, aivs),
+            "gmm_w2": (cores, gemm_aiv), "combine": (0, aivs)}
+    rows = [int(x) for x in run.experts.sum(axis=1)]
+    last = {k: max(sp.start_ns for rec in run.ranks for sp in rec.spans if sp.name == k)
+            for k in ("dispatch", "combine")}
+    phases = []
+    for r, rec in enumerate(run.ranks):
+        took: dict = {}
+        for sp in rec.spans:
+            name = _DECODE_SPANS[sp.name]
+            begin = max(sp.start_ns, last[sp.name]) if sp.name in last else sp.start_ns
+            took[name] = took.get(name, 0.0) + max(sp.end_ns - begin, 0.0)
+        bound = _decode_bottlenecks(chip, m, wdt, [int(x) for x in run.experts[r]])
+        out = []
+        for name in K.MOE_BLOCK:
+            collective = name in ("dispatch", "combine")
+            out.append(MoePhase(name, took.get(name, 0.0), calls[name].hbm_bytes, *held[name], collective,
+                                bound.get(name, "latency: writes, status, polling (low-latency)"),
+                                FLOW if collective else "pipe-level"))
+        phases.append(tuple(out))
+    return MoeRun(tuple(phases), tuple(rows), DECODE_LAYER_NOTE)
+
+
+def _decode_bottlenecks(chip, m: ModelSpec, wdt: str, counts: list) -> dict:
+    """Each decode expert GEMM's binding bound by its roofline terms (compute, HBM, L2, the
+    MXFP4 decode) at the rank's per-expert rows; SwiGLU is vector work."""
+    from simnode.kernels.grouped_gemm import GroupedGemmParams, grouped_gemm_roofline
+    out = {"swiglu_quant": "vector (AIV)"}
+    if not sum(counts):
+        return out
+    names = {"compute_ns": "cube", "hbm_ns": "HBM bandwidth", "l2_ns": "L2 bandwidth",
+             "decode_ns": "AIV MXFP4 decode"}
+    h, i = m.hidden, m.moe_intermediate
+    layout, impl = ("packed", "cann") if wdt == "fp4" else ("masked", "deepgemm")
+    for name, n, k in (("gmm_w13", 2 * i, h), ("gmm_w2", h, i)):
+        terms = grouped_gemm_roofline(chip, GroupedGemmParams(tuple(counts), n, k, "fp8", wdt, "bf16",
+                                                              layout, impl=impl))
+        key = max((v, k2) for k2, v in terms.items() if k2 in names)[1]
+        out[name] = names[key] + " (roofline)"
+    return out
+
+
 #: name -> MoE model (module docstring)
-MOE_MODELS = {"layer_sim": layer_sim}
+MOE_MODELS = {"decode_layer": decode_layer, "layer_sim": layer_sim}

@@ -32,7 +32,7 @@ class StepSpec:
     gaps: P.Gaps
     routing: dict                    #: ``forced_eplb`` and the EP family's routing fields
     moe_model: str                   #: a key of ``moe.MOE_MODELS``
-    moe_costs: object                #: the MoE model's costs (DeepEPCosts for ``layer_sim``)
+    moe_costs: object                #: the MoE model's costs (``moe.MoeCosts``)
     batch_window_ns: float
     phase: str = "decode"
 

@@ -38,6 +38,11 @@ from simnode.decode.program import HOST, KERNEL, METADATA, MOE, Gaps, Program
 from simnode.engine.share import Share
 
 
+#: groups whose ends lie within this share of the step end with it (``slowest_group``): a
+#: collective's tail (one row's flight, a few us) against a step of milliseconds
+END_TIE = 0.005
+
+
 @dataclass
 class StepRun:
     """What the step did (module docstring)."""
@@ -66,11 +71,12 @@ class StepRun:
                    for ph, (a, s, _) in zip(phases, recs) if ph.collective)
 
     def slowest_group(self) -> int:
-        """The group that ends last; among groups that end together (ranks released by one
-        barrier finish alike), the one that waited least: the straggler the others wait for."""
+        """The straggler the others wait for: among the groups that end with the step (within
+        ``END_TIE`` of it: ranks released by one barrier finish alike, up to the tail of the
+        last collective, whose rows the latest arrival sends last), the one that waited least."""
         ends = [self.group_end(g) for g in range(len(self.groups))]
         last = max(ends)
-        tied = [g for g, e in enumerate(ends) if e >= last - 1e-9 * last]
+        tied = [g for g, e in enumerate(ends) if e >= last - END_TIE * last]
         return min(tied, key=lambda g: (round(self.barrier_wait_ns(g), 3), g))
 
 

@@ -148,7 +148,12 @@ def test_each_distinct_kernel_shape_is_timed_once(repo_root, monkeypatch):
 
 def test_balanced_routing_runs_every_rank_as_one_group_and_skew_makes_a_straggler(repo_root):
     even = _outcome(repo_root).run
-    assert even.groups == ((0, 1, 2, 3),)
+    # balanced routing: every rank's MoE block alike to within the order its peers' writes land
+    # (a rank's dispatch and its first GEMM trade ~0.2 us), so a group or two, not one per rank
+    assert len(even.groups) <= 2 and sum(map(len, even.groups)) == 4
+    for k in range(len(even.moe.phases[0])):
+        times = [even.moe.phases[r][k].ns for r in range(4)]
+        assert max(times) - min(times) <= 0.01 * max(times) + 250.0
     routes = MO.forced_eplb(4, 8, 256, 6)
     counts = [len(set(r.ravel() // 64)) for r in routes]
     assert counts == [4] * 4 and all(len(set(row)) == 6 for r in routes for row in r.tolist())
@@ -156,9 +161,9 @@ def test_balanced_routing_runs_every_rank_as_one_group_and_skew_makes_a_straggle
     b = skew.breakdown
     assert len(skew.run.groups) > 1
     assert b.slowest_rank == 0 and "x the mean" in b.reason            # experts 0..3 live on rank 0
-    assert b.critical["imbalance_wait"] < 1.0
+    # the straggler waits only for the others' combine tails (its rows reach them last)
     others = [g for g in range(len(skew.run.groups)) if 0 not in skew.run.groups[g]]
-    assert all(skew.run.barrier_wait_ns(g) > 0 for g in others)
+    assert all(skew.run.barrier_wait_ns(g) > 1.5 * b.critical["imbalance_wait"] for g in others)
 
 
 def test_every_kernel_row_says_how_it_is_modeled(repo_root):
@@ -214,7 +219,7 @@ def test_the_kind_on_the_cli_and_same_seed_same_bytes(cli, repo_root):
     assert d["tpot_ms"] == pytest.approx(d["step_us"] / 1e3 / 1.5, rel=1e-5)
     assert d["tokens_per_s_per_chip"] == pytest.approx(1 / (d["tpot_ms"] / 1e3), rel=1e-5)
     assert 0 < d["hbm_capacity_frac"] < 1
-    assert d["dispatch_model"] == "flow-level" and "NORMAL DeepEP" in d["moe_note"]
+    assert d["dispatch_model"] == "flow-level" and "low-latency dispatch" in d["moe_note"]
     assert sum(d["critical_us"].values()) == pytest.approx(d["step_us"], rel=1e-6)
     other = cli(*args[:-2], "--set", "seed=1", "--set", "routing=zipf")
     assert other.code == 0 and other.out != first.out
@@ -246,3 +251,22 @@ def test_a_truncated_model_keeps_its_first_layers():
     m = SIM.truncated(preset("v4-flash"), 4)
     assert m.layer_types == ("window", "window", "csa", "hca") and m.hash_layers == 3
     assert SIM.truncated(m, 0) is m and replace(m) == m
+
+
+def test_a_batch_past_the_low_latency_api_is_refused_with_the_largest_that_runs(cli, repo_root):
+    # 3200 sequences on 16 chips x (1 + 3) query tokens = 800 tokens per rank > the API's 512
+    out = cli("run", repo_root / TOPOLOGY, repo_root / FLASH, "--set", "global_batch=3200")
+    assert out.code == 2 and "Traceback" not in out.err
+    assert "global_batch = 3200" in out.err and "800" in out.err and "512" in out.err
+    assert "largest global batch is 2048" in out.err
+    ok = cli("run", repo_root / TOPOLOGY, repo_root / FLASH, "--set", "global_batch=2048",
+             "--set", "num_layers=1", "--set", "next_n=3", "--json")
+    assert ok.code == 0, ok.err
+
+
+def test_the_normal_moe_layer_stays_a_what_if(repo_root):
+    fast = _outcome(repo_root).run.moe
+    normal = _outcome(repo_root, moe_model="layer_sim").run.moe
+    assert "low-latency" in fast.note and "NORMAL DeepEP" in normal.note
+    # the normal kernels' barriers, histograms and padded experts cost more at decode sizes
+    assert sum(p.ns for p in normal.phases[0]) > sum(p.ns for p in fast.phases[0])

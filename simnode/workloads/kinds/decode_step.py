@@ -3,8 +3,9 @@
 The model is a preset (``simnode.decode.model``), the deployment its fields
 (``simnode.decode.deployment.Deployment``: chips, DP / EP, streams and their cores,
 quantization, batch, context, MTP), the non-kernel gaps theirs (``simnode.decode.program
-.Gaps``), the MoE block a MoE model's (``moe_model``; ``layer_sim`` takes the EP family's
-routing and DeepEP costs). The run (``simnode.decode.simulate``) checks the HBM footprint
+.Gaps``), the MoE block a MoE model's (``moe_model``: ``decode_layer``, the decode MoE layer
+with the EP family's low-latency kernels, or ``layer_sim``, the normal one; both take the EP
+family's routing and the members' costs, declared by the family). The run (``simnode.decode.simulate``) checks the HBM footprint
 first, times each distinct kernel once, and replays every rank's streams on one clock.
 
 Result (``simnode.report.result``): ``step_us`` (the makespan), ``tpot_ms`` (step / (1 +
@@ -25,11 +26,13 @@ from simnode.config.params import params_of
 from simnode.decode import simulate as SIM
 from simnode.decode.deployment import Deployment, load_deployment
 from simnode.decode.model import PRESETS, preset
-from simnode.decode.moe import MOE_MODELS
+from simnode.decode.moe import MOE_MODELS, MoeCosts
 from simnode.decode.program import Gaps
 from simnode.ep import fields
 from simnode.ep.deepep import DeepEPCosts
 from simnode.ep.size import with_num_ranks
+from simnode.errors import ConfigError
+from simnode.moe import comm
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind
 
@@ -39,11 +42,12 @@ FIELDS = (
           unit="layers"),
     Field("inference_phase", "str", "decode", "which phase of inference a step is", SIM.PHASES),
     *params_of(Deployment), *params_of(Gaps),
-    Field("moe_model", "str", "layer_sim", "the model of each layer's MoE block (simnode.decode.moe)",
-          tuple(MOE_MODELS)),
+    Field("moe_model", "str", "decode_layer", "the model of each layer's MoE block (simnode.decode.moe): "
+          "decode_layer (low-latency dispatch / combine, as the published decode) or layer_sim "
+          "(normal DeepEP)", tuple(MOE_MODELS)),
     Field("forced_eplb", "bool", True, "route by forced EPLB, a round-robin, perfectly balanced "
           "top-k (facts v4-decode 2: the published benchmarks); false: the routing policy below"),
-    *fields.ROUTING, fields.BATCH_WINDOW_NS, *params_of(DeepEPCosts),
+    *fields.ROUTING, fields.BATCH_WINDOW_NS, *params_of(DeepEPCosts), *comm.ll_fields(params_of(DeepEPCosts)),
 )
 _ROUTING = ("forced_eplb",) + tuple(f.name for f in fields.ROUTING)
 
@@ -53,9 +57,9 @@ def spec_of(params: dict, source: str = "workload") -> SIM.StepSpec:
     model = SIM.truncated(preset(params["model"]), params["num_layers"])
     dep = load_deployment({p.name: params[p.name] for p in params_of(Deployment)}, model, source)
     gaps = Gaps(**{p.name: params[p.name] for p in params_of(Gaps)})
+    costs = MoeCosts(fields.costs_from(DeepEPCosts, params), comm.ll_costs(params))
     return SIM.StepSpec(model, dep, gaps, {k: params[k] for k in _ROUTING}, params["moe_model"],
-                        fields.costs_from(DeepEPCosts, params), params["batch_window_ns"],
-                        params["inference_phase"])
+                        costs, params["batch_window_ns"], params["inference_phase"])
 
 
 def check(topology, params: dict, source: str = "workload"):
@@ -63,12 +67,35 @@ def check(topology, params: dict, source: str = "workload"):
     spec = spec_of(params, source)
     topology = with_num_ranks(topology, spec.deployment.chips, "decode_step", source)
     SIM.check(spec, topology, source)
+    if spec.moe_model == "decode_layer":
+        _check_low_latency(topology, spec, source)
     if not params["forced_eplb"]:
         d = spec.deployment
         fields.check_routing({**params, "tokens_per_rank": d.tokens_per_chip,
                               "num_experts": spec.model.num_experts, "top_k": spec.model.top_k},
                              d.moe_ep, source)
     return topology
+
+
+def _check_low_latency(topology, spec: SIM.StepSpec, source: str) -> None:
+    """The low-latency API's limits (``comm.check_limits``) for the step's MoE block, named in
+    the deployment's terms: a chip's query tokens are the rank's tokens."""
+    d, m = spec.deployment, spec.model
+    try:
+        comm.check_limits(with_num_ranks(topology, d.moe_ep, "decode_step", source),
+                          {"tokens_per_rank": d.tokens_per_chip, "hidden": m.hidden, "top_k": m.top_k,
+                           "num_experts": m.num_experts},
+                          topology.chip.num_ai_cores * topology.chip.aiv_per_core, source)
+    except ConfigError as e:
+        if e.key_path != "tokens_per_rank":
+            raise
+        fit = e.expected.split("..")[-1].split()[0] if ".." in e.expected else ""
+        largest = (f" The largest global batch is {int(fit) // d.query_tokens * d.attn_dp}."
+                   if fit.isdigit() else "")
+        raise ConfigError(source, "global_batch", d.global_batch,
+                          f"a batch whose query tokens per chip ({d.batch_per_chip} sequences x "
+                          f"{d.query_tokens} = {d.tokens_per_chip}) the low-latency dispatch takes: "
+                          f"{e.expected}", largest.strip()) from None
 
 
 def run(topology, params: dict, options=None, name: str = "decode_step"):
