@@ -177,6 +177,11 @@ def _check_figures(path: Path, key: str, figures) -> None:
               "an integer or null")
         _need(path, f"{where}.headline", f.get("headline", False), isinstance(f.get("headline", False), bool),
               "true or false")
+        _need(path, f"{where}.against", f.get("against", ""), _is_text(f.get("against", "")),
+              "the name of the figure it is drawn against (string)")
+        limits = f.get("limits", [])
+        _need(path, f"{where}.limits", limits, isinstance(limits, list) and all(is_number(x) for x in limits),
+              "a list of numbers")
 
 
 def check_result(path: Path, result: dict) -> None:

@@ -112,6 +112,14 @@ def _plots(folder: ResultFolder, published, figures: Figures) -> list[str]:
                                 band_field=folder.band_field, units_=others),
                 f"other headline figures against {field}",
                 f"The other headline figures against {field}, one panel per unit ({', '.join(others)})."))
+    if folder.is_sweep and field is not None:
+        for y, x, limits in plots.tradeoff_candidates(pts):
+            out.append(figures.html(
+                plots.tradeoff_png(pts, field, y, x, limits, f"{folder.workload}: {y} against {x}"),
+                f"{y} against {x}",
+                f"{y} against {x}, a point per run labelled with its {field}"
+                + (f"; dashed lines at {', '.join(f'{v:g}' for v in limits)}: the limits (SLOs) "
+                   f"it is read against" if limits else "") + "."))
     for kernel, name in plots.fraction_bar_candidates(pts):
         if f"{kernel} {name}" not in figures.shown:
             out.append(fraction_figure(pts, kernel, name, figures))

@@ -20,6 +20,11 @@ never by a kind's name:
   bound: x = flops / bound_ns, y = flops / time_ns; the diagonal is the roofline.
 - ``kernel_bounds_png(point)``: a run's kernels, a bar each for its time with its bound
   marked, labelled with time / bound and the bottleneck.
+- ``tradeoff_png(points, field, y, x, limits)``: a trade-off a kind declares on a figure
+  (``Figure.against``, ``Figure.limits``; ``tradeoff_candidates`` finds them): over a sweep, y
+  against x, a point per run labelled with its value of ``field``, a line per setting of the
+  other swept fields, and a dashed line at each limit (decode: TPOT against tokens/s per chip
+  with the 10, 20 and 50 ms SLOs).
 
 Time over ranks and time in parts are ``simnode.report.timeplots``. Each function returns
 PNG bytes, or raises ``ValueError`` when there is nothing to plot (the ``*_candidates``
@@ -37,6 +42,8 @@ from simnode import units
 from simnode.report.breakdown import time_axis
 
 CORE_KINDS = {"aic": "AIC (cube core)", "aiv": "AIV (vector core)"}
+#: lines one panel of a sweep plot draws at most (a decode step has a ratio per kernel)
+MAX_LINES = 8
 
 
 def png(fig: Figure) -> bytes:
@@ -127,6 +134,10 @@ def sweep_png(points, field: str, published=(), title: str = "", band_field: str
     workload = points[0].result.workload
     for ax, unit in zip(axes, units_):
         names = [n for n, u in columns if u == unit]
+        shown_of = len(names)
+        if len(names) > MAX_LINES:             # a panel of many kernels: the largest at the last run
+            last = max(points, key=lambda q: x_of(q.point[field])).flat
+            names = sorted(names, key=lambda n: (-abs(last.get(n, 0) or 0), n))[:MAX_LINES]
         color = {}
         for i, (others, pts) in enumerate(lines.items()):
             pts = sorted(pts, key=lambda q: x_of(q.point[field]))
@@ -148,7 +159,9 @@ def sweep_png(points, field: str, published=(), title: str = "", band_field: str
             xs = sorted(set(xs) | {q["set"][field]})
         handles, labels = ax.get_legend_handles_labels()
         seen = dict(zip(labels, handles))              # one legend entry per label
-        ax.legend(list(seen.values()), list(seen), fontsize=7, loc="lower left")
+        ax.legend(list(seen.values()), list(seen), fontsize=7, loc="lower left",
+                  title=f"the {MAX_LINES} largest of {shown_of}" if shown_of > len(names) else None,
+                  title_fontsize=7)
         if not numeric:
             ax.set_xticks(range(len(categories)), [str(c) for c in categories])
             ax.set_xlim(-0.5, len(categories) - 0.5)
@@ -299,5 +312,53 @@ def kernel_bounds_png(point, title: str = "") -> bytes:
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
     ax.set_title(title or "kernels against their bounds", fontsize=10)
+    fig.tight_layout()
+    return png(fig)
+
+
+def tradeoff_candidates(points) -> list[tuple[str, str, tuple]]:
+    """(y figure, x figure, limits) of every trade-off the runs' figures declare, where every
+    run has both figures as numbers."""
+    if len(points) < 2:
+        return []
+    out = []
+    for f in points[0].result.figures:
+        if f.against and all(_numeric([p.flat.get(f.name), p.flat.get(f.against)]) for p in points):
+            out.append((f.name, f.against, tuple(f.limits)))
+    return out
+
+
+def tradeoff_png(points, field: str, y: str, x: str, limits=(), title: str = "") -> bytes:
+    """``y`` against ``x`` over the sweep's runs (module docstring); ``field`` labels them."""
+    fig = Figure(figsize=(7.5, 4.6))
+    ax = fig.subplots()
+    lines: dict[str, list] = {}
+    for p in points:
+        others = ", ".join(f"{k}={v}" for k, v in p.point.items() if k != field)
+        lines.setdefault(others, []).append(p)
+    numeric = _numeric([p.point.get(field) for p in points])
+    for i, (others, pts) in enumerate(lines.items()):
+        if numeric:
+            pts = sorted(pts, key=lambda q: q.point[field])
+        xs, ys = [q.flat[x] for q in pts], [q.flat[y] for q in pts]
+        ax.plot(xs, ys, marker="osD^v<>p"[i % 8], label=others or "model")
+        for q, a, b in zip(pts, xs, ys):
+            ax.annotate(f"{field}={q.point.get(field, '')}", (a, b), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")
+    y_unit = points[0].result.figures
+    unit = next((f.unit for f in y_unit if f.name == y), "")
+    for v in limits:
+        ax.axhline(v, linestyle="--", linewidth=0.9, color="grey")
+        ax.annotate(f"{y} = {v:g} {unit}", (0.01, v), xycoords=("axes fraction", "data"), fontsize=7,
+                    color="dimgrey", xytext=(0, 2), textcoords="offset points")
+    top = max([q.flat[y] for q in points] + list(limits))
+    ax.set_ylim(0, top * 1.08)
+    ax.set_xlim(left=0)
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{y} ({unit})" if unit else y)
+    ax.grid(True, alpha=0.3)
+    if len(lines) > 1:
+        ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(title or f"{y} against {x}")
     fig.tight_layout()
     return png(fig)

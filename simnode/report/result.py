@@ -71,15 +71,20 @@ class Figure:
     doc: str = ""
     digits: int | None = 5          #: flat-view rounding: decimals, 0 = an integer, None = as is
     headline: bool = False
+    #: a trade-off: the figure this one is drawn against over a sweep (tpot_ms against
+    #: tokens_per_s_per_chip), with lines at ``limits`` (service-level objectives, its unit)
+    against: str = ""
+    limits: tuple = ()
 
     def flat_value(self):
         return _rounded(self.value, self.digits)
 
 
 def fig(name: str, value, unit: str | None = None, doc: str = "", digits: int | None = 5,
-        headline: bool = False) -> Figure:
+        headline: bool = False, against: str = "", limits: tuple = ()) -> Figure:
     """A figure whose unit, unless given, is read off its name (``_ns``, ``_GBps``, ``_frac``)."""
-    return Figure(name, value, unit if unit is not None else (unit_of(name) or ""), doc, digits, headline)
+    return Figure(name, value, unit if unit is not None else (unit_of(name) or ""), doc, digits, headline,
+                  against, tuple(limits))
 
 
 @dataclass(frozen=True)
@@ -219,8 +224,11 @@ def _number(value) -> bool:
 
 
 def _figure_record(f: Figure) -> dict:
-    return {"name": f.name, "value": _plain(f.value), "unit": f.unit, "doc": f.doc, "digits": f.digits,
-            "headline": f.headline}
+    out = {"name": f.name, "value": _plain(f.value), "unit": f.unit, "doc": f.doc, "digits": f.digits,
+           "headline": f.headline}
+    if f.against:                            # only a trade-off figure carries these keys
+        out.update(against=f.against, limits=list(f.limits))
+    return out
 
 
 def _plain(value):
@@ -233,7 +241,7 @@ def _plain(value):
 
 def figure_from_record(d: Mapping) -> Figure:
     return Figure(d["name"], d["value"], d.get("unit", ""), d.get("doc", ""), d.get("digits", 5),
-                  bool(d.get("headline", False)))
+                  bool(d.get("headline", False)), d.get("against", ""), tuple(d.get("limits", ())))
 
 
 def from_record(d: Mapping, series=()) -> Result:

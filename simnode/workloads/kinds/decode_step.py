@@ -49,6 +49,9 @@ FIELDS = (
           "top-k (facts v4-decode 2: the published benchmarks); false: the routing policy below"),
     *fields.ROUTING, fields.BATCH_WINDOW_NS, *params_of(DeepEPCosts), *comm.ll_fields(params_of(DeepEPCosts)),
 )
+#: TPOT service-level objectives a sweep's trade-off plot is read against (issue-stated
+#: serving targets: interactive 10 ms, standard 20 ms, batch 50 ms)
+TPOT_SLOS_MS = (10.0, 20.0, 50.0)
 _ROUTING = ("forced_eplb",) + tuple(f.name for f in fields.ROUTING)
 
 
@@ -124,7 +127,7 @@ def _result(name: str, spec: SIM.StepSpec, out: SIM.StepOutcome, seed: int) -> R
     header = [
         fig("step_us", _us(step), doc="one decode step: the slowest rank's end", headline=True),
         fig("tpot_ms", tpot_ns / units.NS_PER_MS, "ms", "time per output token: step / (1 + accepted)",
-            headline=True),
+            headline=True, against="tokens_per_s_per_chip", limits=TPOT_SLOS_MS),
         fig("tokens_per_s_per_chip", d.batch_per_chip / (tpot_ns / units.NS_PER_S), "tokens/s",
             "batch per chip / TPOT", headline=True),
         fig("hbm_capacity_frac", fp.capacity_frac, doc="HBM footprint per chip / capacity", headline=True),
