@@ -97,7 +97,7 @@ def breakdown(run, chip) -> Breakdown:
                 crit["kernels"] += end[i] - start[i]
         elif op.kind == MOE:
             calls = {c.name: c for c in segs[op.segment].kernels}
-            for ph, (arrive, s, e) in zip(run.group_phases[g], run.phases[(g, i)]):
+            for ph, (arrive, s, e) in zip(run.phases_of(g, i), run.phases[(g, i)]):
                 add_row(ph.name, calls[ph.name].key, "main", op.segment, e - s, ph.ns, None, ph.bottleneck,
                         ph.model, "moe", calls[ph.name])
                 crit["communication" if ph.collective else "kernels"] += e - s

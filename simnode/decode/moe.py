@@ -99,15 +99,29 @@ def forced_eplb(num_ranks: int, tokens: int, num_experts: int, top_k: int) -> li
     return out
 
 
-def routes_for(m: ModelSpec, d: Deployment, routing: dict) -> list[np.ndarray]:
+def routes_for(m: ModelSpec, d: Deployment, routing: dict, hashed: bool = False) -> list[np.ndarray]:
     """Each EP rank's routes for one MoE layer (module docstring); ``routing``: the EP
-    family's routing fields plus ``forced_eplb``."""
+    family's routing fields plus ``forced_eplb``; ``hashed``: a hash-routed layer's (V4's
+    first layers look each token id up in a fixed table: the EP family's ``hash`` policy),
+    unless forced EPLB routes every layer."""
     if routing["forced_eplb"]:
         return forced_eplb(d.moe_ep, d.tokens_per_chip, m.num_experts, m.top_k)
     from simnode.ep.fields import routes
     params = {**routing, "tokens_per_rank": d.tokens_per_chip, "num_experts": m.num_experts,
               "top_k": m.top_k}
+    if hashed:
+        params["routing"] = "hash"
     return [np.asarray(r) for r in routes(params, d.moe_ep)]
+
+
+def hash_routed(segment) -> bool:
+    """Whether a step segment (``kernels.Segment``) is a hash-routed layer (``kernels.layer_name``)."""
+    return segment.name.endswith(" hash")
+
+
+def hash_differs(routing: dict) -> bool:
+    """Whether hash-routed layers route otherwise than the others under ``routing``."""
+    return not routing["forced_eplb"] and routing["routing"] != "hash"
 
 
 def layer_sim(topology, m: ModelSpec, d: Deployment, routes: list, costs, batch_window_ns: float) -> MoeRun:
@@ -188,6 +202,7 @@ def decode_layer(topology, m: ModelSpec, d: Deployment, routes: list, costs: Moe
     held = {"dispatch": (0, aivs), "gmm_w13": (cores, gemm_aiv), "swiglu_quant": (0, aivs),
             "gmm_w2": (cores, gemm_aiv), "combine": (0, aivs)}
     rows = [int(x) for x in run.experts.sum(axis=1)]
+    steps = {k: _largest_step(run.kernels[k][1], k) for k in ("dispatch", "combine")}
     last = {k: max(sp.start_ns for rec in run.ranks for sp in rec.spans if sp.name == k)
             for k in ("dispatch", "combine")}
     phases = []
@@ -197,15 +212,25 @@ def decode_layer(topology, m: ModelSpec, d: Deployment, routes: list, costs: Moe
             name = _DECODE_SPANS[sp.name]
             begin = max(sp.start_ns, last[sp.name]) if sp.name in last else sp.start_ns
             took[name] = took.get(name, 0.0) + max(sp.end_ns - begin, 0.0)
-        bound = _decode_bottlenecks(chip, m, wdt, [int(x) for x in run.experts[r]])
+        bound = {**_decode_bottlenecks(chip, m, wdt, [int(x) for x in run.experts[r]]), **steps}
         out = []
         for name in K.MOE_BLOCK:
             collective = name in ("dispatch", "combine")
             out.append(MoePhase(name, took.get(name, 0.0), calls[name].hbm_bytes, *held[name], collective,
-                                bound.get(name, "latency: writes, status, polling (low-latency)"),
+                                bound[name],
                                 FLOW if collective else "pipe-level"))
         phases.append(tuple(out))
     return MoeRun(tuple(phases), tuple(rows), DECODE_LAYER_NOTE)
+
+
+def _largest_step(times: list, kind: str) -> str:
+    """A low-latency kernel's largest step (``comm.steps_us``: launch, quantize, write, status,
+    wait, copy, reduce; mean over ranks) and its share of the steps' sum."""
+    from simnode.moe import comm
+    steps = comm.steps_us(times, kind)
+    total = sum(steps.values())
+    name = max(steps, key=lambda k: (steps[k], k))
+    return f"low-latency {name} ({100 * steps[name] / total:.0f}% of its steps)" if total else "low-latency"
 
 
 def _decode_bottlenecks(chip, m: ModelSpec, wdt: str, counts: list) -> dict:

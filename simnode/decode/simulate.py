@@ -5,8 +5,8 @@ MoE model and its costs. ``check(spec, topology)`` refuses what cannot run befor
 (the HBM footprint above all: ``memory.check_fits`` names what does not fit and the largest
 batch that would); ``simulate(spec, topology) -> StepOutcome`` builds the step's program
 (``program``), times each distinct (kernel, shape, cores) once (``timing.profile``), runs
-the MoE block once per layer shape with its model (``moe.MOE_MODELS``: every layer of a
-step routes alike), replays everything on one clock (``step.run_step``) and reads the
+the MoE block once per routing with its model (``moe.MOE_MODELS``: the hash-routed layers
+once more unless forced EPLB routes every layer alike), replays everything on one clock (``step.run_step``) and reads the
 breakdown (``breakdown``). ``phase`` is ``decode``; prefill will share the model, the
 deployment and the layer description (``kernels``) with its own program.
 """
@@ -79,7 +79,13 @@ def simulate(spec: StepSpec, topology) -> StepOutcome:
         if (call.key, cores) not in timed:
             timed[(call.key, cores)] = T.profile(chip, call, cores)
     profiles = {i: timed[(call.key, cores)] for i, (call, cores) in keyed.items()}
-    routes = M.routes_for(m, d, spec.routing)
-    block = M.MOE_MODELS[spec.moe_model](topology, m, d, routes, spec.moe_costs, spec.batch_window_ns)
-    run = S.run_step(chip, prog, profiles, block, spec.gaps)
+    model = M.MOE_MODELS[spec.moe_model]
+    hashed_ops = {i for i, op in enumerate(prog.ops) if op.kind == P.MOE and M.hash_routed(prog.segments[op.segment])}
+    blocks = {False: model(topology, m, d, M.routes_for(m, d, spec.routing), spec.moe_costs,
+                           spec.batch_window_ns)}
+    if hashed_ops and M.hash_differs(spec.routing):
+        blocks[True] = model(topology, m, d, M.routes_for(m, d, spec.routing, hashed=True), spec.moe_costs,
+                             spec.batch_window_ns)
+    moes = {i: blocks[i in hashed_ops and True in blocks] for i, op in enumerate(prog.ops) if op.kind == P.MOE}
+    run = S.run_step(chip, prog, profiles, moes, spec.gaps)
     return StepOutcome(run, B.breakdown(run, chip), fp, len(timed))

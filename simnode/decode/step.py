@@ -1,6 +1,6 @@
 """One decode step of every rank on one clock: streams as processes, kernels as tasks.
 
-``run_step(chip, program, profiles, moe, gaps) -> StepRun`` runs a ``Program``
+``run_step(chip, program, profiles, moes, gaps) -> StepRun`` runs a ``Program``
 (``simnode.decode.program``) on every rank at once. Each rank has its HBM, its AI cores'
 cubes and its AIVs as resources of one sharing engine (``simnode.engine.share.Share``):
 capacities the chip's HBM bandwidth, its AI cores, its AIVs. Each of a rank's streams is a
@@ -13,7 +13,9 @@ depends on (``Op.after``), then for its launch gap, then runs:
   engine shares the cores and the HBM max-min fairly, so two kernels that together want
   more cores than the chip has both slow, and two that fit beside each other (a small
   GEMM on 4 cores and a vector kernel) overlap for free: overlap is an outcome;
-- a MoE block as its phases (``moe.MoePhase``): a collective phase (dispatch, combine)
+- a MoE block as its phases (``moe.MoePhase``) from the MoE run of its layer (``moes``:
+  op index -> ``moe.MoeRun``; hash-routed layers route otherwise than the others): a
+  collective phase (dispatch, combine)
   waits at a barrier until every rank of the EP group has arrived, then runs as a task; a
   compute phase runs after its launch gap;
 - a host or metadata op as a wait of its gap.
@@ -61,10 +63,28 @@ class StepRun:
     start: np.ndarray
     end: np.ndarray
     phases: dict                   #: (group, op index) -> [(arrival, start, end) per phase]
-    group_phases: tuple            #: per group: the MoePhase tuple it replays (module docstring)
+    replayed: dict                 #: (group, MoE run index) -> the MoePhase tuple it replays
+    moe_index: dict                #: MoE op index -> index into ``moes``
     profiles: dict                 #: op index -> timing.Profile of each kernel op
-    moe: object                    #: the moe.MoeRun replayed
+    moes: tuple                    #: the distinct moe.MoeRun replayed, the most replayed first
     hbm_bytes: np.ndarray          #: [group] HBM bytes its kernels moved
+
+    @property
+    def moe(self):
+        """The MoE run most layers replay (V4: the gate-routed layers, not the hash-routed)."""
+        return self.moes[0]
+
+    def phases_of(self, g: int, i: int) -> tuple:
+        """The MoePhase tuple group ``g`` replays for MoE op ``i`` (module docstring)."""
+        return self.replayed[(g, self.moe_index[i])]
+
+    def moe_of(self) -> dict:
+        """MoE op index -> its MoeRun (what ``run_step`` was given)."""
+        return {i: self.moes[j] for i, j in self.moe_index.items()}
+
+    def rank_phases(self, r: int, i: int) -> tuple:
+        """Rank ``r``'s own MoePhase tuple for MoE op ``i``."""
+        return self.moes[self.moe_index[i]].phases[r]
 
     def group_end(self, g: int) -> float:
         return float(self.end[g].max())
@@ -75,9 +95,8 @@ class StepRun:
 
     def barrier_wait_ns(self, g: int) -> float:
         """Time group ``g`` waited at its collectives' barriers for other ranks."""
-        phases = self.group_phases[g]
-        return sum(s - a for (gg, _), recs in self.phases.items() if gg == g
-                   for ph, (a, s, _) in zip(phases, recs) if ph.collective)
+        return sum(s - a for (gg, i), recs in self.phases.items() if gg == g
+                   for ph, (a, s, _) in zip(self.phases_of(g, i), recs) if ph.collective)
 
     def slowest_group(self) -> int:
         """The straggler the others wait for: among the groups that end with the step (within
@@ -89,14 +108,16 @@ class StepRun:
         return min(tied, key=lambda g: (round(self.barrier_wait_ns(g), 3), g))
 
 
-def rank_groups(moe, num_ranks: int, tol: float = GROUP_TOL) -> tuple:
-    """Ranks whose MoE blocks agree within ``tol`` (module docstring), in order of their first
-    rank; a rank joins the first group it agrees with."""
+def rank_groups(moes, num_ranks: int, tol: float = GROUP_TOL) -> tuple:
+    """Ranks whose MoE blocks (in every run of ``moes``) agree within ``tol`` (module
+    docstring), in order of their first rank; a rank joins the first group it agrees with."""
+    def signature(r: int) -> tuple:
+        return tuple(x for moe in moes for x in moe.signature(r))
     out: list = []
     for r in range(num_ranks):
-        sig = moe.signature(r)
+        sig = signature(r)
         for members in out:
-            first = moe.signature(members[0])
+            first = signature(members[0])
             if all(a[0] == b[0] and a[2:] == b[2:] and abs(a[1] - b[1]) <= tol * max(a[1], b[1])
                    for a, b in zip(sig, first)) and len(sig) == len(first):
                 members.append(r)
@@ -106,23 +127,32 @@ def rank_groups(moe, num_ranks: int, tol: float = GROUP_TOL) -> tuple:
     return tuple(tuple(v) for v in out)
 
 
-def group_phases(moe, groups: tuple) -> tuple:
-    """Per group, each MoE phase at its slowest member's time."""
+def group_phases(moes, groups: tuple) -> dict:
+    """(group, MoE run index) -> each MoE phase at the group's slowest member's time."""
     from dataclasses import replace
-    out = []
-    for members in groups:
-        per = [moe.phases[r] for r in members]
-        out.append(tuple(replace(ph, ns=max(p[k].ns for p in per)) for k, ph in enumerate(per[0])))
-    return tuple(out)
+    out = {}
+    for g, members in enumerate(groups):
+        for j, moe in enumerate(moes):
+            per = [moe.phases[r] for r in members]
+            out[(g, j)] = tuple(replace(ph, ns=max(p[k].ns for p in per)) for k, ph in enumerate(per[0]))
+    return out
 
 
-def run_step(chip, program: Program, profiles: dict, moe, gaps: Gaps, tol: float = GROUP_TOL) -> StepRun:
+def run_step(chip, program: Program, profiles: dict, moes: dict, gaps: Gaps, tol: float = GROUP_TOL) -> StepRun:
     """Run ``program`` on every rank (module docstring); ``profiles``: op index -> Profile of
-    each kernel op (every rank's attention-side work is the same); ``tol``: ``GROUP_TOL``."""
+    each kernel op (every rank's attention-side work is the same); ``moes``: MoE op index ->
+    its layer's MoeRun; ``tol``: ``GROUP_TOL``."""
     ops = program.ops
-    groups = rank_groups(moe, len(moe.phases), tol)
-    replayed = group_phases(moe, groups)
-    G, N, R = len(groups), len(ops), len(moe.phases)
+    runs: list = []                                     # distinct runs, the most replayed first
+    for i in sorted(moes):
+        if not any(moes[i] is x for x in runs):
+            runs.append(moes[i])
+    runs.sort(key=lambda x: -sum(1 for v in moes.values() if v is x))
+    moe_index = {i: next(j for j, x in enumerate(runs) if x is moes[i]) for i in moes}
+    R = len(runs[0].phases) if runs else 1              # a program without MoE: one rank
+    groups = rank_groups(runs, R, tol)
+    replayed = group_phases(runs, groups)
+    G, N = len(groups), len(ops)
     env = simpy.Environment()
     share = Share(env)
     aivs = chip.num_ai_cores * chip.aiv_per_core
@@ -151,7 +181,7 @@ def run_step(chip, program: Program, profiles: dict, moe, gaps: Gaps, tol: float
 
     def moe_block(g: int, i: int):
         recs = []
-        for k, ph in enumerate(replayed[g]):
+        for k, ph in enumerate(replayed[(g, moe_index[i])]):
             arrive = env.now
             if ph.collective:
                 yield barrier((i, k), g)
@@ -195,4 +225,5 @@ def run_step(chip, program: Program, profiles: dict, moe, gaps: Gaps, tol: float
         raise RuntimeError("decode step: a stream did not finish (a dependency or barrier never completed)")
     share.sync()
     hbm = np.array([share.bytes_by_resource[res[g][0]] for g in range(G)])
-    return StepRun(program, groups, reach, ready, start, end, phases, replayed, dict(profiles), moe, hbm)
+    return StepRun(program, groups, reach, ready, start, end, phases, replayed, moe_index, dict(profiles),
+                   tuple(runs), hbm)

@@ -38,7 +38,7 @@ def _rank(tr: Tracer, run, r: int, g: int) -> None:
         if op.kind == KERNEL or (op.kind in (HOST, METADATA) and end[i] > start[i]):
             tr.span(pid, tid, op.name, start[i], end[i] - start[i])
         elif op.kind == MOE:
-            for ph, (arrive, s, e) in zip(run.moe.phases[r], run.phases[(g, i)]):
+            for ph, (arrive, s, e) in zip(run.rank_phases(r, i), run.phases[(g, i)]):
                 if ph.collective and s > arrive:
                     tr.span(pid, tid, "wait: ranks", arrive, s - arrive)
                 tr.span(pid, tid, ph.name, s, e - s)

@@ -77,8 +77,7 @@ def _toy(aic_a: int, aic_b: int, chip):
     prog = P.Program(ops, (K.Segment("layer", 1, ()),), (("main", (0, 2, 3)), ("shared", (1,))))
     prof = lambda ns, aic: T.Profile(ns, 0.0, aic, 0, "cube", T.PIPE, "toy")  # noqa: E731
     profiles = {0: prof(1000.0, 32), 1: prof(4000.0, aic_b), 2: prof(4000.0, aic_a), 3: prof(1000.0, 32)}
-    moe = MO.MoeRun(((),), (0,), "none")
-    return S.run_step(chip, prog, profiles, moe, P.Gaps(launch_gap_ns=0.0, metadata_builds=0))
+    return S.run_step(chip, prog, profiles, {}, P.Gaps(launch_gap_ns=0.0, metadata_builds=0))
 
 
 def test_two_streams_that_fit_the_cores_overlap_and_two_that_do_not_share_them(chip):
@@ -98,7 +97,7 @@ def test_one_stream_without_gaps_takes_the_sum_of_its_kernels_alone(repo_root):
                    metadata_stream=False, launch_gap_ns=0)
     run = out.run
     kernels = sum(p.ns for p in run.profiles.values())
-    moe = sum(p.ns for p in run.group_phases[0]) * sum(op.kind == P.MOE for op in run.program.ops)
+    moe = sum(p.ns for i in run.moe_index for p in run.phases_of(0, i))
     assert run.step_ns == pytest.approx(kernels + moe, rel=1e-9)
     assert all(r.time_ns == pytest.approx(r.alone_ns, rel=1e-9) for r in out.breakdown.kernels)
 
@@ -157,7 +156,9 @@ def test_balanced_routing_runs_every_rank_as_one_group_and_skew_makes_a_straggle
     routes = MO.forced_eplb(4, 8, 256, 6)
     counts = [len(set(r.ravel() // 64)) for r in routes]
     assert counts == [4] * 4 and all(len(set(row)) == 6 for r in routes for row in r.tolist())
-    skew = _outcome(repo_root, forced_eplb=False, routing="hot", hot_experts=4, hot_share=0.6)
+    # 3 of the first layers route by the token-id table, the other 7 hot
+    skew = _outcome(repo_root, forced_eplb=False, routing="hot", hot_experts=4, hot_share=0.6, num_layers=10,
+                    global_batch=16)
     b = skew.breakdown
     assert len(skew.run.groups) > 1
     assert b.slowest_rank == 0 and "x the mean" in b.reason            # experts 0..3 live on rank 0
@@ -275,7 +276,21 @@ def test_the_normal_moe_layer_stays_a_what_if(repo_root):
 def test_ranks_alike_within_the_tolerance_replay_as_one_group_as_the_exact_form_does(repo_root):
     spec, topology, _ = _spec(repo_root, num_layers=3)
     out = SIM.simulate(spec, topology)
-    exact = S.run_step(topology.chip, out.run.program, out.run.profiles, out.run.moe, spec.gaps, tol=0.0)
+    exact = S.run_step(topology.chip, out.run.program, out.run.profiles, out.run.moe_of(), spec.gaps, tol=0.0)
     assert len(out.run.groups) < len(exact.groups)          # the peers' write order splits them
     assert out.run.step_ns == pytest.approx(exact.step_ns, rel=1e-3)
     assert out.run.step_ns >= exact.step_ns - 1e-6          # a group replays its slowest member
+
+
+def test_hash_routed_layers_route_by_the_table_unless_forced(repo_root):
+    forced = _outcome(repo_root).run
+    assert len(forced.moes) == 1                         # forced EPLB routes every layer alike
+    zipf = _outcome(repo_root, forced_eplb=False, routing="zipf").run
+    assert len(zipf.moes) == 2
+    hashed = {i for i, op in enumerate(zipf.program.ops)
+              if op.kind == P.MOE and MO.hash_routed(zipf.program.segments[op.segment])}
+    assert hashed and len({zipf.moe_index[i] for i in hashed}) == 1
+    assert all(zipf.moe_index[i] != zipf.moe_index[min(hashed)] for i in zipf.moe_index if i not in hashed)
+    assert zipf.moes[0].routed_rows != zipf.moes[1].routed_rows     # zipf vs the token-id table
+    table = _outcome(repo_root, forced_eplb=False, routing="hash").run
+    assert len(table.moes) == 1
