@@ -3,10 +3,11 @@
 
 Every run is ``simnode run topologies/atlas950-supernode.yaml workloads/v4-flash-decode.yaml
 --json`` with the ``--set`` values of ``RUNS`` (in one process: the runs share the kernel
-profiles they have in common, as a sweep does). The figures the page quotes go to
-docs/decode-step.json (``figures(result)`` per run) and each block of the page between
-``<!-- generated: NAME -->`` and ``<!-- end -->`` is rendered from them (``render``).
-tests/decode/test_decode_page.py holds the page to the JSON and the JSON to fresh runs.
+profiles they have in common, as a sweep does). The figures the pages quote go to
+docs/decode-step.json (``figures(result)`` per run) and each block of a page (``PAGES``: the
+decode page and the README's summary) between ``<!-- generated: NAME -->`` and
+``<!-- end -->`` is rendered from them (``render``). tests/decode/test_decode_page.py holds the
+pages to the JSON and the JSON to fresh runs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "decode-step.md"
+README = ROOT / "README.md"
+PAGES = (PAGE, README)                    #: the pages with generated blocks
 DATA = ROOT / "docs" / "decode-step.json"
 TOPOLOGY = "topologies/atlas950-supernode.yaml"
 WORKLOAD = "workloads/v4-flash-decode.yaml"
@@ -193,9 +196,19 @@ def _whatifs(data: dict) -> str:
     return "\n".join(out)
 
 
+def _readme(data: dict) -> str:
+    out = ["| DeepSeek-V4-Flash, 16 chips, context 8192 | TPOT ms: model / published | tokens/s/chip: model / published |",
+           "|---|---:|---:|"]
+    for case, label in (("a", "global batch 16, MTP3"), ("b", "global batch 2880, MTP1")):
+        d, p = data[case], PUBLISHED[case]
+        out.append(f"| {label} | {d['tpot_ms']:.2f} / {p['tpot_ms']} ({_pct(d['tpot_ms'], p['tpot_ms'])}) | "
+                   f"{d['tokens_per_s_per_chip']:.0f} / {p['tokens_per_s_per_chip']:.0f} |")
+    return "\n".join(out)
+
+
 def blocks(data: dict) -> dict[str, str]:
-    """Each generated block of the page, by name."""
-    return {"rows": _rows(data), "summary-a": _summary(data["a"]), "top-a": _top(data["a"]),
+    """Each generated block of the pages, by name."""
+    return {"readme": _readme(data), "rows": _rows(data), "summary-a": _summary(data["a"]), "top-a": _top(data["a"]),
             "summary-b": _summary(data["b"]), "top-b": _top(data["b"]), "trend": _trend(data),
             "slo": _slo(data), "whatifs": _whatifs(data)}
 
@@ -211,8 +224,10 @@ def render(text: str, data: dict) -> str:
 
 def main(argv: list[str]) -> int:
     only = set(argv) - {"--render"}
-    if "--render" in argv:                # only re-render the page from the JSON
-        PAGE.write_text(render(PAGE.read_text(), json.loads(DATA.read_text())))
+    if "--render" in argv:                # only re-render the pages from the JSON
+        data = json.loads(DATA.read_text())
+        for page in PAGES:
+            page.write_text(render(page.read_text(), data))
         return 0
     data = json.loads(DATA.read_text()) if DATA.exists() else {}
     for key, sets in RUNS.items():
@@ -220,7 +235,8 @@ def main(argv: list[str]) -> int:
             print(f"{key}: simnode {' '.join(command(sets))}", file=sys.stderr)
             data[key] = figures(run(sets))
     DATA.write_text(json.dumps({k: data[k] for k in RUNS}, indent=1) + "\n")
-    PAGE.write_text(render(PAGE.read_text(), data))
+    for page in PAGES:
+        page.write_text(render(page.read_text(), data))
     return 0
 
 

@@ -18,11 +18,13 @@ _spec.loader.exec_module(GEN)
 DATA = json.loads(GEN.DATA.read_text())
 
 
-def test_every_generated_block_of_the_page_is_rendered_from_the_json():
-    text = GEN.PAGE.read_text()
-    names = [m.group(2) for m in GEN.BLOCK.finditer(text)]
-    assert sorted(names) == sorted(GEN.blocks(DATA)), "a block is missing from the page or unknown"
-    assert GEN.render(text, DATA) == text, "run python docs/gen_decode_step.py (the page is stale)"
+def test_every_generated_block_of_the_pages_is_rendered_from_the_json():
+    names = []
+    for page in GEN.PAGES:
+        text = page.read_text()
+        names += [m.group(2) for m in GEN.BLOCK.finditer(text)]
+        assert GEN.render(text, DATA) == text, f"run python docs/gen_decode_step.py --render ({page.name} is stale)"
+    assert sorted(names) == sorted(GEN.blocks(DATA)), "a block is missing from the pages, twice, or unknown"
     assert set(DATA) == set(GEN.RUNS)
 
 
