@@ -194,8 +194,7 @@ def attention_kernels(m: ModelSpec, d: Deployment, layer_type: str) -> list[Kern
                       "over heads, the top-k fused (facts ascend950 2.1: MQA logits FixPipe-bound)",
                       flops=2 * M * hi * di * keys, hbm_bytes=B * keys * (di + 4) + M * hi * (di + 8),
                       vector_ops=M * hi * keys * 3, fixpipe_bytes=M * hi * keys * 4, peak="fp8")]
-    selected = {WINDOW: 0, CSA: m.index_topk, HCA: -(-d.context_len // m.hca_ratio)}[layer_type]
-    out.append(_sparse_attn(m, d, layer_type, selected, entry, win_entry))
+    out.append(sparse_attn(m, d, layer_type, entry, win_entry))
     o_in = m.num_heads * hd // m.o_groups
     out += [rope("o_inv_rope", M, m.num_heads, m.rope_head_dim),
             mx_quant("o_quant", M * m.o_groups, o_in),
@@ -220,23 +219,32 @@ def _compressor(name: str, m: ModelSpec, d: Deployment, coff: int, width: int, r
                  vector_ops=M * n * 8, peak=CUBE_DTYPE[fmt])
 
 
-def _sparse_attn(m: ModelSpec, d: Deployment, layer_type: str, selected: int, entry: int,
-                 win_entry: int) -> KernelCall:
-    """npu_kv_quant_sparse_attn_sharedkv: each query over its window and ``selected`` entries of
-    its compressed cache (``cache`` entries long: CSA picks the indexer's top-k, HCA reads all)."""
+def sparse_attn(m: ModelSpec, d: Deployment, layer_type: str, entry: int, win_entry: int) -> KernelCall:
+    """npu_kv_quant_sparse_attn_sharedkv: each of a sequence's ``s_q`` queries (the last
+    ``s_q`` positions of its ``context``: 1 + MTP next_n, causal among themselves) over its
+    window (the ``window`` positions ending at its own) and its compressed cache of
+    ``(pos + 1) // ratio`` entries: CSA the indexer's ``topk`` of them, HCA all, window-only
+    none. The shape is what the op's kernel model needs (``simnode.kernels.sparse_mla.v4``:
+    the layer, the positions through ``context`` and ``s_q``, the heads); the KV format is
+    the call's ``dtype`` (the deployment's ``kv_cache``)."""
     B, s_q, hd, H = d.batch_per_chip, d.query_tokens, m.head_dim, m.num_heads
-    Q = B * s_q
-    keys = m.window + selected
-    cache = {WINDOW: 0, CSA: d.context_len // m.csa_ratio, HCA: selected}[layer_type]
-    # entries a sequence's queries read: its window (shared by them) and its compressed
-    # entries (HCA: all of them; CSA: each query's own top-k, at most the whole cache)
-    compressed = min(selected * s_q, cache) if layer_type == CSA else selected
-    read = B * ((m.window + s_q - 1) * win_entry + compressed * entry)
-    return _call("sparse_attn", "sparse_attn", {"batch": B, "s_q": s_q, "heads": H, "dim": hd,
-                 "window": m.window, "selected": selected, "cache": cache}, d.kv_cache, "main",
-                 "window + compressed caches in one op, tiled by a metadata op",
-                 flops=2 * Q * H * keys * 2 * hd, hbm_bytes=read + Q * H * hd * 4,
-                 vector_ops=Q * H * keys * 8, peak="bf16")
+    ratio = m.ratio(layer_type)
+    topk = m.index_topk if layer_type == CSA else 0
+    poss = range(d.context_len - s_q, d.context_len)
+    wins = [min(m.window, pos + 1) for pos in poss]
+    cmp = [((pos + 1) // ratio if ratio else 0) for pos in poss]
+    sel = [min(topk, n) if layer_type == CSA else n for n in cmp]
+    # entries a sequence's queries read: its window positions (shared by them) and its
+    # compressed entries (HCA: all of the last query's; CSA: each query's own top-k, at most
+    # the whole cache)
+    compressed = min(sum(sel), cmp[-1]) if layer_type == CSA else cmp[-1]
+    read = B * ((wins[-1] + s_q - 1) * win_entry + compressed * entry)
+    keys = sum(wins) + sum(sel)
+    return _call("sparse_attn", "sparse_attn", {"layer": layer_type, "batch": B, "s_q": s_q, "heads": H,
+                 "dim": hd, "context": d.context_len, "window": m.window, "ratio": ratio, "topk": topk},
+                 d.kv_cache, "main", "window + compressed caches in one op, tiled by its AICPU "
+                 "metadata op", flops=2 * B * H * keys * 2 * hd, hbm_bytes=read + B * s_q * H * hd * 4,
+                 vector_ops=B * H * keys * 8, peak="bf16")
 
 
 def moe_kernels(m: ModelSpec, d: Deployment, hash_routed: bool) -> list[KernelCall]:
