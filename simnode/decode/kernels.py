@@ -37,10 +37,9 @@ STREAMS = ("main", "kv", "indexer", "shared", "metadata")
 #: expert beside the routed experts; facts v4-decode 2)
 STREAM_EDGES = {"kv": ("attn_norm", "win_kv_epilog"), "indexer": ("q_quant", "lightning_indexer"),
                 "shared": ("gate", "add_shared")}
-#: FP32 MMAD rate per AIC with HF32 off (facts ascend950 1.2, S1/S8): the mHC mix GEMMs are fp32
-FP32_MACS_PER_CYCLE = 256
 #: the cube dtype a weight format runs at (MXFP8 / MXFP4 with UE8M0 scales: simnode's fp8 / fp4)
-CUBE_DTYPE = {"mxfp8": "fp8", "mxfp4": "fp4", "bf16": "bf16", "fp8_block128": "fp8", "fp32": "fp32"}
+CUBE_DTYPE = {"mxfp8": "fp8", "mxfp4": "fp4", "bf16": "bf16", "fp8_block128": "fp8", "fp32": "fp32",
+              "hf32": "hf32"}
 #: the kernels of a layer's MoE block in order (dispatch .. combine): one MoE model times them
 #: together (``simnode.decode.moe``)
 MOE_BLOCK = ("dispatch", "gmm_w13", "swiglu_quant", "gmm_w2", "combine")
@@ -59,7 +58,7 @@ class KernelCall:
     hbm_bytes: float       #: bytes it must read or write in HBM at least
     vector_ops: float      #: fp32 element-ops on the AIVs
     fixpipe_bytes: float   #: bytes L0C -> UB through FixPipe
-    peak: str              #: cube dtype bounding ``flops``: fp8, fp4, bf16, fp32
+    peak: str              #: cube dtype bounding ``flops``: fp8, fp4, bf16, fp32, hf32 (chip.CUBE_DTYPES)
 
     @property
     def key(self) -> str:
@@ -108,9 +107,9 @@ def hc_pre(name: str, m: ModelSpec, rows: int) -> KernelCall:
     mix = (2 + m.hc_mult) * m.hc_mult
     return _call(name, "hc_pre", {"rows": rows, "lanes": m.hc_mult, "hidden": m.hidden,
                                   "iters": m.hc_sinkhorn_iters}, "bf16", "main",
-                 "npu_hc_pre (fused): RMS, fp32 mix GEMM, Sinkhorn, lane sum",
+                 "npu_hc_pre (fused): RMS, FP32 mix GEMM in HF32, Sinkhorn, lane sum",
                  flops=2 * rows * mix * hd, hbm_bytes=rows * hd * 2 + mix * hd * 4 + rows * m.hidden * 2,
-                 vector_ops=rows * hd * 4, peak="fp32")
+                 vector_ops=rows * hd * 4, peak="hf32")
 
 
 def hc_post(name: str, m: ModelSpec, rows: int) -> KernelCall:
@@ -367,10 +366,7 @@ def roofline_ns(call: KernelCall, chip: ChipSpec) -> tuple[float, str]:
     FixPipe bytes at the chip's rates (cube peak by dtype, HBM bandwidth, every AIV at the
     simple-op rate, every AIC's FixPipe to UB)."""
     cores = chip.num_ai_cores
-    if call.peak == "fp32":
-        flop_per_ns = 2 * FP32_MACS_PER_CYCLE * chip.aic_freq_GHz * cores
-    else:
-        flop_per_ns = chip.peak_tflops(call.peak) * units.FLOP_PER_TFLOP / units.NS_PER_S
+    flop_per_ns = chip.peak_tflops(call.peak) * units.FLOP_PER_TFLOP / units.NS_PER_S
     aivs = cores * chip.aiv_per_core
     bounds = {
         "cube": call.flops / flop_per_ns,

@@ -149,14 +149,14 @@ def _program(name: str):
     return programs.load(path, f"simnode.decode.timing ({name})")
 
 
-def tile_program(name: str, **dims: str) -> Callable:
+def tile_program(name: str, fixed: dict | None = None, **dims: str) -> Callable:
     """A schedule builder for the tile program ``name`` whose parameters take the call's
-    dimensions (``num_tokens="rows"``), or a fixed value (an int)."""
+    dimensions (``num_tokens="rows"``), or a fixed value (an int, or any value in ``fixed``)."""
     def schedule(chip, c: KernelCall):
         from simnode.tile import lower
         from simnode.tile import program as programs
         s = c.dims()
-        args = {p: (s[v] if isinstance(v, str) else v) for p, v in dims.items()}
+        args = {p: (s[v] if isinstance(v, str) else v) for p, v in dims.items()} | (fixed or {})
         return lower.to_schedule(programs.build(_program(name), chip, args), name)
     return schedule
 
@@ -182,10 +182,13 @@ TIMINGS = {
     "rope": proxy(tile_program("tk_rope", seqlen="rows", nheads="heads", rot_dim="rot_dim"),
                   "tile:tk_rope", "TileKernels RoPE on rot_dim of each head"),
     "hc_pre": pipe(tile_program("v4_hc_pre", num_tokens="rows", hidden="hidden", lanes="lanes", iters="iters"),
-                   "tile:v4_hc_pre", "CR's fused npu_hc_pre (HF32 mix as BF16 passes: the program's stand-in)"),
+                   "tile:v4_hc_pre", "CR's fused npu_hc_pre, its mix GEMM in HF32"),
     "hc_post": pipe(tile_program("v4_hc_post", num_tokens="rows", hidden="hidden", lanes="lanes"),
                     "tile:v4_hc_post", "CR's fused npu_hc_post"),
-    "hc_head": roofline("fp32 linear: no FP32 MMAD in simnode's GEMM"),
+    "hc_head": proxy(tile_program("v4_hc_pre", {"head": True, "mode": "fp32"}, num_tokens="rows",
+                                  hidden="hidden", lanes="lanes"), "tile:v4_hc_pre",
+                     "hc_head as npu_hc_pre's kernel without post / comb: split-K FP32 mix (torch_npu "
+                     "matmul.allow_hf32 defaults to False), gate, lane sum; CR's op form not known"),
     "kv_epilog": roofline("kv_compress_epilog: no simnode model"),
     "indexer_epilog": roofline("indexer_compress_epilog: no simnode model"),
     "embedding": roofline("embedding gather: no simnode model"),

@@ -28,7 +28,11 @@ from simnode.kernels.gemm.core import (MX_SCALE_K_PER_BYTE, GemmTiling, BlockTas
 from simnode.instr.schedule import CoreProgram, KernelSchedule, lockstep_groups
 from simnode.kernels import num_cores_param
 
-__all__ = ["GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "choose_tiling",
+#: the GEMM's input dtypes: the cube's (``chip.CUBE_DTYPES``: fp32 and hf32 operands are
+#: FP32 in GM, 4 B an element, no MX scales)
+DTYPES = ("bf16", "fp16", "fp8", "fp4", "fp32", "hf32")
+
+__all__ = ["DTYPES", "GemmParams", "GemmTiling", "MX_SCALE_K_PER_BYTE", "block_order", "choose_tiling",
            "gemm_roofline", "gemm_schedule", "with_overrides"]
 
 
@@ -38,7 +42,8 @@ class GemmParams:
     m: int = param(doc="rows of A and C", unit="rows", min=1)
     n: int = param(doc="columns of B and C", unit="columns", min=1)
     k: int = param(doc="reduction length", unit="elements", min=1)
-    dtype: str = param("bf16", "input dtype of A and B", choices=("bf16", "fp16", "fp8", "fp4"))
+    dtype: str = param("bf16", "input dtype of A and B (fp32: FP32 with HF32 off; hf32: FP32 "
+                       "operands multiplied in HF32 mode)", choices=DTYPES)
     out_dtype: str = param("bf16", "dtype of C, written by FixPipe", choices=("bf16", "fp16", "fp32"))
     block_m: int = param(0, "BLOCK_M (0 = the heuristic's)", unit="rows", min=0)
     block_n: int = param(0, "BLOCK_N (0 = the heuristic's)", unit="columns", min=0)
@@ -139,8 +144,8 @@ def _validate(p: GemmParams) -> None:
     for name in ("m", "n", "k"):
         if getattr(p, name) <= 0:
             raise ScheduleError(f"GEMM {name} = {getattr(p, name)}: expected a positive size.")
-    if p.dtype not in ("bf16", "fp16", "fp8", "fp4"):
-        raise ScheduleError(f"GEMM dtype '{p.dtype}': expected bf16, fp16, fp8 or fp4.")
+    if p.dtype not in DTYPES:
+        raise ScheduleError(f"GEMM dtype '{p.dtype}': expected one of {', '.join(DTYPES)}.")
     if p.epilogue not in ("direct", "ub"):
         raise ScheduleError(f"GEMM epilogue '{p.epilogue}': expected direct or ub.")
 
