@@ -83,6 +83,13 @@ def _hadamard(chip, c: KernelCall):
     return gemm_schedule(chip, GemmParams(s["rows"], s["width"], s["width"], "bf16"))
 
 
+def _batch_gemm(chip, c: KernelCall):
+    """A batch of equal GEMMs (every group ``max_rows`` rows), each with its own A and B."""
+    from simnode.kernels.gemm import GemmParams, gemm_schedule
+    s = c.dims()
+    return gemm_schedule(chip, GemmParams(s["max_rows"], s["n"], s["k"], CUBE_DTYPE[c.dtype], batch=s["groups"]))
+
+
 def _grouped(chip, c: KernelCall):
     from simnode.kernels.grouped_gemm import GroupedGemmParams, grouped_gemm_schedule
     s = c.dims()
@@ -198,7 +205,8 @@ TIMINGS = {
     "sparse_attn": pipe(_sparse_attn_v4, "sparse_mla_v4", "npu_kv_quant_sparse_attn_sharedkv: the window "
                         "and the compressed entries as 640-B C8 rows, MTP rows causal, dealt by its "
                         "metadata op; graph-replay cold start, the launch is the step's gap"),
-    "batch_gemm": proxy(_grouped, "grouped_gemm", "transpose-quant batch matmul as a masked grouped GEMM"),
+    "batch_gemm": pipe(_batch_gemm, "gemm", "npu_transpose_quant_batchmatmul: o_groups MXFP8 GEMMs "
+                       "of M rows, each its own A and B, their blocks dealt together"),
     "grouped_gemm": pipe(_grouped, "grouped_gemm", "masked grouped GEMM, MXFP4 weights decoded on AIV0"),
     "swiglu_quant": pipe(_swiglu, "swiglu", "SwiGLU + MX FP8 cast"),
     "gate_topk": proxy(tile_program("tk_topk_gate", num_tokens="rows", num_experts="experts",
