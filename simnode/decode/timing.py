@@ -87,7 +87,7 @@ def _batch_gemm(chip, c: KernelCall):
     """A batch of equal GEMMs (every group ``max_rows`` rows), each with its own A and B."""
     from simnode.kernels.gemm import GemmParams, gemm_schedule
     s = c.dims()
-    return gemm_schedule(chip, GemmParams(s["max_rows"], s["n"], s["k"], CUBE_DTYPE[c.dtype], batch=s["groups"]))
+    return gemm_schedule(chip, GemmParams(s["max_rows"], s["n"], s["k"], CUBE_DTYPE[c.dtype], gemms=s["groups"]))
 
 
 def _grouped(chip, c: KernelCall):

@@ -22,10 +22,10 @@ MTP1 = D.load_deployment(dict(D.FLASH_16_MTP1), FLASH)
 def test_a_batch_is_its_gemms_blocks_dealt_together(topology_path):
     chip = load_topology(topology_path).chip
     one = gemm_schedule(chip, GemmParams(4, 1024, 4096, "fp8"))
-    eight = gemm_schedule(chip, GemmParams(4, 1024, 4096, "fp8", batch=8))
-    assert eight.flops == 8 * one.flops and eight.meta["batch"] == 8 and "batch" not in one.meta
+    eight = gemm_schedule(chip, GemmParams(4, 1024, 4096, "fp8", gemms=8))
+    assert eight.flops == 8 * one.flops and eight.meta["gemms"] == 8 and "gemms" not in one.meta
     # each GEMM its own B: eight times the weight bytes, HBM-bound at decode M
-    bound = gemm_roofline(chip, GemmParams(4, 1024, 4096, "fp8", batch=8), eight)
+    bound = gemm_roofline(chip, GemmParams(4, 1024, 4096, "fp8", gemms=8), eight)
     ns, hbm, bottleneck = T.run_schedule(chip, eight)
     assert bottleneck == "HBM bandwidth" and hbm == pytest.approx(8 * 1024 * 4096 * (1 + 1 / 32), rel=0.02)
     assert bound["hbm_ns"] <= ns < 1.3 * bound["hbm_ns"]
@@ -40,11 +40,11 @@ def test_wo_a_is_the_batch_matmul(topology_path):
         assert p.ns < 1.3 * K.roofline_ns(c, chip)[0]
 
 
-def test_the_gemm_kind_takes_a_batch(cli, topology_path, gemm_workload_path):
+def test_the_gemm_kind_takes_a_batch_of_gemms(cli, topology_path, gemm_workload_path):
     sets = ["m=4", "n=1024", "k=4096", "dtype=fp8"]
     args = [a for s in sets for a in ("--set", s)]
     one = json.loads(cli("run", topology_path, gemm_workload_path, *args, "--json").out)
-    eight = json.loads(cli("run", topology_path, gemm_workload_path, *args, "--set", "batch=8", "--json").out)
+    eight = json.loads(cli("run", topology_path, gemm_workload_path, *args, "--set", "gemms=8", "--json").out)
     assert eight["flops"] == 8 * one["flops"] and eight["makespan_ns"] > 4 * one["makespan_ns"]
 
 

@@ -56,7 +56,7 @@ class GemmParams:
     #: blocks with m > BLOCK_M
     epilogue: str = param("direct", "how C leaves L0C: direct (FixPipe L0C -> GM) or ub (FixPipe "
                           "L0C -> the UB of AIV1, whose MTE3 writes GM)", choices=("direct", "ub"))
-    batch: int = param(1, "independent GEMMs of this shape in one kernel, each with its own A and B "
+    gemms: int = param(1, "independent GEMMs of this shape in one kernel, each with its own A and B "
                        "(a batch matmul); their output blocks are dealt to the cores together",
                        unit="GEMMs", min=1)
 
@@ -85,10 +85,10 @@ def choose_tiling(chip: ChipSpec, p: GemmParams) -> GemmTiling:
                 bk, stages = fit_block_k(chip, bm, bn, p.k, p.dtype)
             if stages < 2 or l0_k_step(chip, bm, bn, bk, p.dtype) == 0:
                 continue
-            nb = p.batch * math.ceil(p.m / bm) * math.ceil(p.n / bn)
+            nb = p.gemms * math.ceil(p.m / bm) * math.ceil(p.n / bn)
             active = min(nb, cores)
             waves = math.ceil(nb / cores)
-            unique = p.batch * dtype_bytes(p.m * p.k + p.k * p.n, p.dtype) / hbm_Bpc
+            unique = p.gemms * dtype_bytes(p.m * p.k + p.k * p.n, p.dtype) / hbm_Bpc
             est = max(waves * tile_cost_cycles(chip, bm, bn, p.k, p.dtype, active), unique)
             key = (est, -active, stage_bytes(bm, bn, 1024, p.dtype) / (bm * bn), -bm * bn, -bm)
             if best is None or key < best[0]:
@@ -106,15 +106,15 @@ def choose_tiling(chip: ChipSpec, p: GemmParams) -> GemmTiling:
 
 
 def batch_order(tiling: GemmTiling, p: GemmParams) -> list[tuple[int, int, int]]:
-    """Output blocks (batch, mb, nb) in issue order: each GEMM of the batch in turn, its
+    """Output blocks (gemm, mb, nb) in issue order: each GEMM of a batch matmul in turn, its
     blocks in ``block_order``."""
     order = block_order(tiling, p)
-    return [(b, mb, nb) for b in range(p.batch) for mb, nb in order]
+    return [(b, mb, nb) for b in range(p.gemms) for mb, nb in order]
 
 
 def _tags(p: GemmParams, b: int, mb: int, nb: int) -> tuple:
-    """(A rows, B columns, C block) names of a block: GEMM ``b``'s own tiles in a batch."""
-    if p.batch == 1:
+    """(A rows, B columns, C block) names of a block: GEMM ``b``'s own tiles in a batch matmul."""
+    if p.gemms == 1:
         return mb, nb, (mb, nb)
     return (b, mb), (b, nb), (b, mb, nb)
 
@@ -149,11 +149,11 @@ def gemm_schedule(chip: ChipSpec, p: GemmParams) -> KernelSchedule:
             "block_m": t.block_m, "block_n": t.block_n, "block_k": t.block_k, "k_l0": t.k_l0,
             "l1_stages": t.l1_stages, "sub_tile": f"{t.sub_m}x{t.sub_n}",
             "num_blocks": len(order), "waves": math.ceil(len(order) / t.num_cores)}
-    if p.batch > 1:
-        meta["batch"] = p.batch
+    if p.gemms > 1:
+        meta["gemms"] = p.gemms
     # cores with blocks of the same shapes in the same order run the same program on other
     # tiles (``core_program`` depends on nothing else): they run in step
-    sched = KernelSchedule(f"gemm_{p.m}x{p.n}x{p.k}_{p.dtype}", cores, 2.0 * p.batch * p.m * p.n * p.k, meta,
+    sched = KernelSchedule(f"gemm_{p.m}x{p.n}x{p.k}_{p.dtype}", cores, 2.0 * p.gemms * p.m * p.n * p.k, meta,
                            lockstep_groups(shapes))
     sched.check_buffers(chip)
     return sched
@@ -172,8 +172,8 @@ def _validate(p: GemmParams) -> None:
 def gemm_roofline(chip: ChipSpec, p: GemmParams, sched: KernelSchedule) -> dict:
     """Lower bounds in ns: cube time at peak, unique bytes over HBM, all loads over L2."""
     peak_flop_per_ns = 2 * chip.cube.macs_per_cycle[p.dtype] * chip.aic_freq_GHz * chip.num_ai_cores
-    compute_ns = 2.0 * p.batch * p.m * p.n * p.k / peak_flop_per_ns
-    unique = p.batch * (dtype_bytes(p.m * p.k + p.k * p.n, p.dtype) + dtype_bytes(p.m * p.n, p.out_dtype))
+    compute_ns = 2.0 * p.gemms * p.m * p.n * p.k / peak_flop_per_ns
+    unique = p.gemms * (dtype_bytes(p.m * p.k + p.k * p.n, p.dtype) + dtype_bytes(p.m * p.n, p.out_dtype))
     hbm_ns = unique / chip.memory.hbm_bandwidth_GBps
     l2_bytes = sum(ins.size_bytes for prog in sched.cores
                    for ins in prog.pipes.get(("aic", "mte2"), ()) if type(ins) is isa.Copy)

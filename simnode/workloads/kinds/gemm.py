@@ -23,7 +23,7 @@ def tile_steps(params: dict) -> tuple[int, tuple]:
     # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4, 64 fp32
     bits = DTYPE_BITS[params["dtype"]]
     bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 256 * 8 // bits
-    return (params["batch"] * -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk),
+    return (params["gemms"] * -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk),
             (bm, bn, bk))
 
 
