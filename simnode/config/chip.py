@@ -19,7 +19,10 @@ from simnode.config.fields import Reader, load_yaml
 from simnode.config.params import build, param, section
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4")
-DTYPE_BITS = MappingProxyType({"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4})
+#: the cube's MMAD input modes: the dtypes, FP32 with HF32 off, and HF32 (FP32 operands
+#: multiplied at reduced mantissa, SetHF32Mode; facts ascend950 1.2)
+CUBE_DTYPES = DTYPES + ("fp32", "hf32")
+DTYPE_BITS = MappingProxyType({"fp32": 32, "hf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4})
 
 #: Copy paths of the AI core (facts 1.4); every chip file must give each of them.
 PATH_NAMES = ("gm_to_l1", "gm_to_ub", "ub_to_gm", "ub_to_l1", "l1_to_l0", "l1_to_l0_scale",
@@ -78,7 +81,7 @@ class CubeSpec:
     that saturates it."""
     macs_per_cycle: Mapping[str, int] = param(
         doc="MMAD multiply-accumulates per AIC cycle, by input dtype", unit="MAC/cycle", min=1,
-        keys=DTYPES, check=_multiple_of_256, origin="")
+        keys=CUBE_DTYPES, check=_multiple_of_256, origin="")
     mmad_latency_cycles: float = param(
         doc="completion latency of one MMAD beyond its compute cycles", min=0, origin="")
     saturating_m_rows: int = param(
@@ -86,7 +89,8 @@ class CubeSpec:
         min=1, origin="")
 
     def fractal_k(self, dtype: str) -> int:
-        """K elements per 16x16 output fractal step: 16 bf16, 32 fp8, 64 fp4 (facts 1.3)."""
+        """K elements per 16x16 output fractal step: 16 bf16, 32 fp8, 64 fp4 (facts 1.3); 1 fp32,
+        2 hf32 (a 16 x 16 x 8 FP32 step every 8 or 4 cycles)."""
         return self.macs_per_cycle[dtype] // 256
 
 

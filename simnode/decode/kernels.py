@@ -37,10 +37,9 @@ STREAMS = ("main", "kv", "indexer", "shared", "metadata")
 #: expert beside the routed experts; facts v4-decode 2)
 STREAM_EDGES = {"kv": ("attn_norm", "win_kv_epilog"), "indexer": ("q_quant", "lightning_indexer"),
                 "shared": ("gate", "add_shared")}
-#: FP32 MMAD rate per AIC with HF32 off (facts ascend950 1.2, S1/S8): the mHC mix GEMMs are fp32
-FP32_MACS_PER_CYCLE = 256
 #: the cube dtype a weight format runs at (MXFP8 / MXFP4 with UE8M0 scales: simnode's fp8 / fp4)
-CUBE_DTYPE = {"mxfp8": "fp8", "mxfp4": "fp4", "bf16": "bf16", "fp8_block128": "fp8", "fp32": "fp32"}
+CUBE_DTYPE = {"mxfp8": "fp8", "mxfp4": "fp4", "bf16": "bf16", "fp8_block128": "fp8", "fp32": "fp32",
+              "hf32": "hf32"}
 #: the kernels of a layer's MoE block in order (dispatch .. combine): one MoE model times them
 #: together (``simnode.decode.moe``)
 MOE_BLOCK = ("dispatch", "gmm_w13", "swiglu_quant", "gmm_w2", "combine")
@@ -59,7 +58,7 @@ class KernelCall:
     hbm_bytes: float       #: bytes it must read or write in HBM at least
     vector_ops: float      #: fp32 element-ops on the AIVs
     fixpipe_bytes: float   #: bytes L0C -> UB through FixPipe
-    peak: str              #: cube dtype bounding ``flops``: fp8, fp4, bf16, fp32
+    peak: str              #: cube dtype bounding ``flops``: fp8, fp4, bf16, fp32, hf32 (chip.CUBE_DTYPES)
 
     @property
     def key(self) -> str:
@@ -108,9 +107,9 @@ def hc_pre(name: str, m: ModelSpec, rows: int) -> KernelCall:
     mix = (2 + m.hc_mult) * m.hc_mult
     return _call(name, "hc_pre", {"rows": rows, "lanes": m.hc_mult, "hidden": m.hidden,
                                   "iters": m.hc_sinkhorn_iters}, "bf16", "main",
-                 "npu_hc_pre (fused): RMS, fp32 mix GEMM, Sinkhorn, lane sum",
+                 "npu_hc_pre (fused): RMS, FP32 mix GEMM in HF32, Sinkhorn, lane sum",
                  flops=2 * rows * mix * hd, hbm_bytes=rows * hd * 2 + mix * hd * 4 + rows * m.hidden * 2,
-                 vector_ops=rows * hd * 4, peak="fp32")
+                 vector_ops=rows * hd * 4, peak="hf32")
 
 
 def hc_post(name: str, m: ModelSpec, rows: int) -> KernelCall:
@@ -194,8 +193,7 @@ def attention_kernels(m: ModelSpec, d: Deployment, layer_type: str) -> list[Kern
                       "over heads, the top-k fused (facts ascend950 2.1: MQA logits FixPipe-bound)",
                       flops=2 * M * hi * di * keys, hbm_bytes=B * keys * (di + 4) + M * hi * (di + 8),
                       vector_ops=M * hi * keys * 3, fixpipe_bytes=M * hi * keys * 4, peak="fp8")]
-    selected = {WINDOW: 0, CSA: m.index_topk, HCA: -(-d.context_len // m.hca_ratio)}[layer_type]
-    out.append(_sparse_attn(m, d, layer_type, selected, entry, win_entry))
+    out.append(sparse_attn(m, d, layer_type, entry, win_entry))
     o_in = m.num_heads * hd // m.o_groups
     out += [rope("o_inv_rope", M, m.num_heads, m.rope_head_dim),
             mx_quant("o_quant", M * m.o_groups, o_in),
@@ -220,23 +218,32 @@ def _compressor(name: str, m: ModelSpec, d: Deployment, coff: int, width: int, r
                  vector_ops=M * n * 8, peak=CUBE_DTYPE[fmt])
 
 
-def _sparse_attn(m: ModelSpec, d: Deployment, layer_type: str, selected: int, entry: int,
-                 win_entry: int) -> KernelCall:
-    """npu_kv_quant_sparse_attn_sharedkv: each query over its window and ``selected`` entries of
-    its compressed cache (``cache`` entries long: CSA picks the indexer's top-k, HCA reads all)."""
+def sparse_attn(m: ModelSpec, d: Deployment, layer_type: str, entry: int, win_entry: int) -> KernelCall:
+    """npu_kv_quant_sparse_attn_sharedkv: each of a sequence's ``s_q`` queries (the last
+    ``s_q`` positions of its ``context``: 1 + MTP next_n, causal among themselves) over its
+    window (the ``window`` positions ending at its own) and its compressed cache of
+    ``(pos + 1) // ratio`` entries: CSA the indexer's ``topk`` of them, HCA all, window-only
+    none. The shape is what the op's kernel model needs (``simnode.kernels.sparse_mla.v4``:
+    the layer, the positions through ``context`` and ``s_q``, the heads); the KV format is
+    the call's ``dtype`` (the deployment's ``kv_cache``)."""
     B, s_q, hd, H = d.batch_per_chip, d.query_tokens, m.head_dim, m.num_heads
-    Q = B * s_q
-    keys = m.window + selected
-    cache = {WINDOW: 0, CSA: d.context_len // m.csa_ratio, HCA: selected}[layer_type]
-    # entries a sequence's queries read: its window (shared by them) and its compressed
-    # entries (HCA: all of them; CSA: each query's own top-k, at most the whole cache)
-    compressed = min(selected * s_q, cache) if layer_type == CSA else selected
-    read = B * ((m.window + s_q - 1) * win_entry + compressed * entry)
-    return _call("sparse_attn", "sparse_attn", {"batch": B, "s_q": s_q, "heads": H, "dim": hd,
-                 "window": m.window, "selected": selected, "cache": cache}, d.kv_cache, "main",
-                 "window + compressed caches in one op, tiled by a metadata op",
-                 flops=2 * Q * H * keys * 2 * hd, hbm_bytes=read + Q * H * hd * 4,
-                 vector_ops=Q * H * keys * 8, peak="bf16")
+    ratio = m.ratio(layer_type)
+    topk = m.index_topk if layer_type == CSA else 0
+    poss = range(d.context_len - s_q, d.context_len)
+    wins = [min(m.window, pos + 1) for pos in poss]
+    cmp = [((pos + 1) // ratio if ratio else 0) for pos in poss]
+    sel = [min(topk, n) if layer_type == CSA else n for n in cmp]
+    # entries a sequence's queries read: its window positions (shared by them) and its
+    # compressed entries (HCA: all of the last query's; CSA: each query's own top-k, at most
+    # the whole cache)
+    compressed = min(sum(sel), cmp[-1]) if layer_type == CSA else cmp[-1]
+    read = B * ((wins[-1] + s_q - 1) * win_entry + compressed * entry)
+    keys = sum(wins) + sum(sel)
+    return _call("sparse_attn", "sparse_attn", {"layer": layer_type, "batch": B, "s_q": s_q, "heads": H,
+                 "dim": hd, "context": d.context_len, "window": m.window, "ratio": ratio, "topk": topk},
+                 d.kv_cache, "main", "window + compressed caches in one op, tiled by its AICPU "
+                 "metadata op", flops=2 * B * H * keys * 2 * hd, hbm_bytes=read + B * s_q * H * hd * 4,
+                 vector_ops=B * H * keys * 8, peak="bf16")
 
 
 def moe_kernels(m: ModelSpec, d: Deployment, hash_routed: bool) -> list[KernelCall]:
@@ -359,10 +366,7 @@ def roofline_ns(call: KernelCall, chip: ChipSpec) -> tuple[float, str]:
     FixPipe bytes at the chip's rates (cube peak by dtype, HBM bandwidth, every AIV at the
     simple-op rate, every AIC's FixPipe to UB)."""
     cores = chip.num_ai_cores
-    if call.peak == "fp32":
-        flop_per_ns = 2 * FP32_MACS_PER_CYCLE * chip.aic_freq_GHz * cores
-    else:
-        flop_per_ns = chip.peak_tflops(call.peak) * units.FLOP_PER_TFLOP / units.NS_PER_S
+    flop_per_ns = chip.peak_tflops(call.peak) * units.FLOP_PER_TFLOP / units.NS_PER_S
     aivs = cores * chip.aiv_per_core
     bounds = {
         "cube": call.flops / flop_per_ns,

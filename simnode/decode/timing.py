@@ -10,9 +10,9 @@ call's shape and how well that model fits the real operator (``model``):
 - ``roofline``: no simnode model: the call's roofline at the chip's rates
   (``kernels.roofline_ns``).
 
-Switching an operation to a new model is one entry, e.g. ``"sparse_attn": pipe(v4_attention,
-"sparse_attn_v4")`` with a ``schedule(chip, call)`` that builds the kernel's schedule from the
-call's shape (as ``_indexer`` does for the lightning indexer).
+Switching an operation to a new model is one entry, e.g. ``"sparse_attn": pipe(_sparse_attn_v4,
+"sparse_mla_v4")`` with a ``schedule(chip, call)`` that builds the kernel's schedule from the
+call's shape (``v4_attention_params``).
 
 ``profile(chip, call, cores)`` times a call once per (chip, operation, format, shape, cores)
 in this process (``CACHE``) and returns a ``Profile``: its time alone, its HBM bytes, the AI
@@ -83,6 +83,13 @@ def _hadamard(chip, c: KernelCall):
     return gemm_schedule(chip, GemmParams(s["rows"], s["width"], s["width"], "bf16"))
 
 
+def _batch_gemm(chip, c: KernelCall):
+    """A batch of equal GEMMs (every group ``max_rows`` rows), each with its own A and B."""
+    from simnode.kernels.gemm import GemmParams, gemm_schedule
+    s = c.dims()
+    return gemm_schedule(chip, GemmParams(s["max_rows"], s["n"], s["k"], CUBE_DTYPE[c.dtype], gemms=s["groups"]))
+
+
 def _grouped(chip, c: KernelCall):
     from simnode.kernels.grouped_gemm import GroupedGemmParams, grouped_gemm_schedule
     s = c.dims()
@@ -91,16 +98,33 @@ def _grouped(chip, c: KernelCall):
                                                          "bf16", "masked"))
 
 
-def _sparse_mla(chip, c: KernelCall):
-    """FlashMLA's decode kernel: main cache = the window, extra = the compressed entries (a
-    1-entry extra cache for a window-only layer); its launch is the step's launch gap."""
-    from simnode.kernels.sparse_mla import SparseMlaParams, sparse_mla_schedule
+#: the deployment's KV format (``deployment.KV_FORMATS``) -> (window cache, compressed cache)
+#: row format of the v4 kernel (``sparse_mla.plan.KV_ROW_BYTES``): ascend_fp8 is the 640-B C8
+#: entry; fmla_fp8 runs as simnode's 528-B FP8 row (FlashMLA V3.2's layout: the 584-B V4 row
+#: differs by its RoPE part, not modeled); fp4_compressed, a what-if, reads FlashMLA's 288-B
+#: FP4 rows through their dequant VF (the published op has no FP4 KV mode)
+V4_KV_DTYPES = {"ascend_fp8": ("c8", "c8"), "fmla_fp8": ("fp8", "fp8"), "bf16": ("bf16", "bf16"),
+                "fp4_compressed": ("c8", "fp4")}
+
+
+def v4_attention_params(c: KernelCall):
+    """The v4 kernel's ``SparseMlaParams`` of a sparse_attn call: its shape, the op's fixed
+    tiling (``v4.OP_FIELDS``), the graph replay's cold start (``graph_replay``: the step is
+    one npugraph_ex replay, facts v4-decode 2) and no launch of its own: the step puts its
+    launch gap (``program.Gaps.launch_gap_ns``, the same S6 figure) before every kernel."""
+    from simnode.kernels.sparse_mla import SparseMlaParams, v4
     s = c.dims()
-    extra = max(s["selected"], 1)
-    return sparse_mla_schedule(chip, SparseMlaParams(
-        mode="decode", batch=s["batch"], s_q=s["s_q"], heads=s["heads"], d_qk=s["dim"], d_v=s["dim"],
-        topk_main=s["window"], main_len=s["window"], topk_extra=extra, extra_len=max(s["cache"], extra),
-        extra_dtype="fp4" if c.dtype == "fp4_compressed" else "fp8", kernel_launch_ns=0.0))
+    main, extra = V4_KV_DTYPES[c.dtype]
+    ratio = {"csa": {"csa_ratio": s["ratio"]}, "hca": {"hca_ratio": s["ratio"]}}.get(s["layer"], {})
+    return SparseMlaParams(**v4.OP_FIELDS, **ratio, layer=s["layer"], batch=s["batch"], s_q=s["s_q"],
+                           heads=s["heads"], d_qk=s["dim"], d_v=s["dim"], context_len=s["context"],
+                           window=s["window"], topk_extra=max(1, s["topk"]), main_dtype=main,
+                           extra_dtype=extra, graph_replay=True, kernel_launch_ns=0.0)
+
+
+def _sparse_attn_v4(chip, c: KernelCall):
+    from simnode.kernels.sparse_mla import sparse_mla_schedule
+    return sparse_mla_schedule(chip, v4_attention_params(c))
 
 
 def _sampler(chip, c: KernelCall):
@@ -132,14 +156,14 @@ def _program(name: str):
     return programs.load(path, f"simnode.decode.timing ({name})")
 
 
-def tile_program(name: str, **dims: str) -> Callable:
+def tile_program(name: str, fixed: dict | None = None, **dims: str) -> Callable:
     """A schedule builder for the tile program ``name`` whose parameters take the call's
-    dimensions (``num_tokens="rows"``), or a fixed value (an int)."""
+    dimensions (``num_tokens="rows"``), or a fixed value (an int, or any value in ``fixed``)."""
     def schedule(chip, c: KernelCall):
         from simnode.tile import lower
         from simnode.tile import program as programs
         s = c.dims()
-        args = {p: (s[v] if isinstance(v, str) else v) for p, v in dims.items()}
+        args = {p: (s[v] if isinstance(v, str) else v) for p, v in dims.items()} | (fixed or {})
         return lower.to_schedule(programs.build(_program(name), chip, args), name)
     return schedule
 
@@ -165,19 +189,28 @@ TIMINGS = {
     "rope": proxy(tile_program("tk_rope", seqlen="rows", nheads="heads", rot_dim="rot_dim"),
                   "tile:tk_rope", "TileKernels RoPE on rot_dim of each head"),
     "hc_pre": pipe(tile_program("v4_hc_pre", num_tokens="rows", hidden="hidden", lanes="lanes", iters="iters"),
-                   "tile:v4_hc_pre", "CR's fused npu_hc_pre (HF32 mix as BF16 passes: the program's stand-in)"),
+                   "tile:v4_hc_pre", "CR's fused npu_hc_pre, its mix GEMM in HF32"),
     "hc_post": pipe(tile_program("v4_hc_post", num_tokens="rows", hidden="hidden", lanes="lanes"),
                     "tile:v4_hc_post", "CR's fused npu_hc_post"),
-    "hc_head": roofline("fp32 linear: no FP32 MMAD in simnode's GEMM"),
+    "hc_head": proxy(tile_program("v4_hc_pre", {"head": True, "mode": "fp32"}, num_tokens="rows",
+                                  hidden="hidden", lanes="lanes"), "tile:v4_hc_pre",
+                     "hc_head as npu_hc_pre's kernel without post / comb: split-K FP32 mix (torch_npu "
+                     "matmul.allow_hf32 defaults to False), gate, lane sum; CR's op form not known"),
+    # the four below stay rooflines: together under 0.5 % of either published step (kv / indexer
+    # epilogs 0.03-0.2 us, embedding 0.05-4 us, add 0.03-2.5 us a launch); a few rows at M = 4
+    # leave them latency-bound (a GM load and a store, ~0.5 us as the tile proxies show), which
+    # a roofline does not see: ~0.1 ms over a step's ~200 such launches
     "kv_epilog": roofline("kv_compress_epilog: no simnode model"),
     "indexer_epilog": roofline("indexer_compress_epilog: no simnode model"),
     "embedding": roofline("embedding gather: no simnode model"),
     "add": roofline("elementwise add: no simnode model"),
     "lightning_indexer": pipe(_indexer, "lightning_indexer", "CANN's quant_lightning_indexer, top-k fused"),
     "sampler": proxy(_sampler, "topk", "DeepSelect top-1 over the vocabulary"),
-    "sparse_attn": proxy(_sparse_mla, "sparse_mla", "FlashMLA decode (FP8 528-B rows, main = window, "
-                         "extra = compressed); V4's 640-B entries, MTP masks and tiling differ"),
-    "batch_gemm": proxy(_grouped, "grouped_gemm", "transpose-quant batch matmul as a masked grouped GEMM"),
+    "sparse_attn": pipe(_sparse_attn_v4, "sparse_mla_v4", "npu_kv_quant_sparse_attn_sharedkv: the window "
+                        "and the compressed entries as 640-B C8 rows, MTP rows causal, dealt by its "
+                        "metadata op; graph-replay cold start, the launch is the step's gap"),
+    "batch_gemm": pipe(_batch_gemm, "gemm", "npu_transpose_quant_batchmatmul: o_groups MXFP8 GEMMs "
+                       "of M rows, each its own A and B, their blocks dealt together"),
     "grouped_gemm": pipe(_grouped, "grouped_gemm", "masked grouped GEMM, MXFP4 weights decoded on AIV0"),
     "swiglu_quant": pipe(_swiglu, "swiglu", "SwiGLU + MX FP8 cast"),
     "gate_topk": proxy(tile_program("tk_topk_gate", num_tokens="rows", num_experts="experts",

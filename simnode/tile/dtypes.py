@@ -2,12 +2,13 @@
 
 ``canonical(name)`` maps TileLang's spellings (``bfloat16``, ``float8_e4m3fn`` ...) to
 simnode's (``bf16``, ``fp8`` ...); ``bits(dtype)`` is the element width; ``CUBE_IN`` are the
-MMAD input types a chip may support (facts 1.2), ``SCALE`` the MX scale type (UE8M0, facts 1.1).
+MMAD input types a chip may support (facts 1.2; ``hf32``: FP32 values the cube multiplies in
+HF32 mode), ``SCALE`` the MX scale type (UE8M0, facts 1.1).
 """
 
 from __future__ import annotations
 
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4, "e8m0": 8,
+BITS = {"fp32": 32, "hf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4, "e8m0": 8,
         "int64": 64, "int32": 32, "uint32": 32, "int16": 16, "uint16": 16,
         "int8": 8, "uint8": 8, "bool": 8}
 
@@ -16,7 +17,7 @@ ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "f
            "hifloat8": "fp8", "float4_e2m1fn": "fp4", "e2m1": "fp4", "float8_e8m0fnu": "e8m0",
            "ue8m0": "e8m0"}
 
-CUBE_IN = ("bf16", "fp16", "fp8", "fp4")
+CUBE_IN = ("bf16", "fp16", "fp8", "fp4", "fp32", "hf32")
 SCALE = "e8m0"
 
 

@@ -273,9 +273,13 @@ def _mat(r: Region, what, at) -> tuple[int, int]:
     return dims[0], dims[1]
 
 
-def gemm(a, b_, c, transpose_B=False, clear_accum=False, scales: MxScales | None = None) -> None:
+def gemm(a, b_, c, transpose_B=False, clear_accum=False, scales: MxScales | None = None,
+         mode: str | None = None) -> None:
     """C (+)= A x B on the cube (facts 1.2): ``a`` (m, k), ``b`` (k, n) or (n, k) with
-    ``transpose_B``, ``c`` (m, n) fp32 in L0C; ``clear_accum`` overwrites C."""
+    ``transpose_B``, ``c`` (m, n) fp32 in L0C; ``clear_accum`` overwrites C. ``mode``: the
+    cube's input mode when the operands hold its values packed in elements of their own
+    type (``hf32``: FP32 values as pairs of 16-bit elements); the MMAD then runs at that
+    mode's rate over k x bits(operand) / bits(mode) elements."""
     at, b, blk = _statement("gemm")
     if b.kernel.vector:
         fail("gemm in a vector kernel: the cube belongs to mixed kernels (T.Kernel(n))", at)
@@ -288,6 +292,11 @@ def gemm(a, b_, c, transpose_B=False, clear_accum=False, scales: MxScales | None
         _GEMM_SHAPES[key] = dims
     m, n, k = dims
     dt = a.obj.dtype
+    if mode is not None:
+        if mode not in b.chip.cube.macs_per_cycle or (k * dtypes.bits(dt)) % dtypes.bits(mode):
+            fail(f"gemm mode {mode!r} over {dt} operands of K {k}: expected a mode the cube takes "
+                 f"({', '.join(b.chip.cube.macs_per_cycle)}) whose elements fill K exactly", at)
+        k, dt = k * dtypes.bits(dt) // dtypes.bits(mode), mode
     extra = (scales.acc,) if scales is not None else ()
     sa, sb = a.obj.scope, bb.obj.scope
     if sa == "l0a" and sb == "l0b":

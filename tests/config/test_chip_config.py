@@ -22,7 +22,8 @@ def test_shipped_chip_loads_with_its_numbers(chip, topology_path):
     assert chip.source == str(topology_path)
     assert chip.num_ai_cores == 32 and chip.aiv_per_core == 2
     assert chip.aic_freq_GHz == 1.65
-    assert dict(chip.cube.macs_per_cycle) == {"bf16": 4096, "fp16": 4096, "fp8": 8192, "fp4": 16384}
+    assert dict(chip.cube.macs_per_cycle) == {"bf16": 4096, "fp16": 4096, "fp8": 8192, "fp4": 16384,
+                                              "fp32": 256, "hf32": 512}
     assert chip.cube.fractal_k("bf16") == 16 and chip.cube.fractal_k("fp4") == 64
     assert set(chip.paths) == set(PATH_NAMES)
     assert chip.path("gm_to_l1").min_issue_interval_cycles == 64

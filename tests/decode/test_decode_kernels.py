@@ -35,12 +35,13 @@ def test_shapes_at_decode_m():
     assert calls["wq_b"].shape == (("m", 360), ("n", 64 * 512), ("k", 1024))
     assert (calls["wq_b"].dtype, calls["wq_b"].peak) == ("mxfp8", "fp8")
     attn = calls["sparse_attn"].dims()
-    assert (attn["batch"], attn["s_q"], attn["window"], attn["selected"], attn["cache"]) == (180, 2, 128, 512, 2048)
+    assert (attn["layer"], attn["batch"], attn["s_q"], attn["context"], attn["window"], attn["ratio"],
+            attn["topk"]) == ("csa", 180, 2, 8192, 128, 4, 512)
     w13 = calls["gmm_w13"].dims()
     assert (w13["groups"], w13["rows"], w13["max_rows"], calls["gmm_w13"].dtype) == (16, 2160, 135, "mxfp4")
     assert calls["wo_a"].dims()["rows"] == 360 * 8
     hca = {c.name: c for c in K.layer_kernels(FLASH, MTP1, "hca")}["sparse_attn"].dims()
-    assert (hca["selected"], hca["cache"]) == (64, 64)                  # 8192 / 128, all of them
+    assert (hca["layer"], hca["ratio"], hca["topk"]) == ("hca", 128, 0)     # all 8192 / 128 entries
 
 
 def test_streams_follow_the_deployment():

@@ -33,6 +33,8 @@ def test_tile_gemm_has_the_gemm_workloads_fields_and_defaults(topology_path):
     tile = load_inputs(topology_path, TILE).params
     # the tile program writes C straight from L0C (the gemm kind's default epilogue: direct)
     assert hand.pop("epilogue") == "direct"
+    # and is one GEMM (the gemm kind's default gemms)
+    assert hand.pop("gemms") == 1
     assert {k: v for k, v in tile.items() if k != "program"} == hand
 
 

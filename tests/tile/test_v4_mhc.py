@@ -41,8 +41,8 @@ def test_hc_pre_bytes_and_flops_follow_the_closed_forms(cli, topology_path, chip
     copies = unique + tokens * k * 2 + (m_dim - 1) * MIX * k * 4 + (r["part2_aivs"] - 1) * MIX * 4
     assert r["bound_l2_ns"] * chip.memory.l2_bandwidth_GBps == pytest.approx(copies, rel=1e-9)
     assert r["mix_gemm_flops"] == 2.0 * tokens * MIX * k
-    # each HF32 MMAD runs as BF16 passes of twice the K (FP32 held as BF16 pairs)
-    assert r["flops"] == pytest.approx(2 * r["hf32_passes"] * r["mix_gemm_flops"])
+    # the HF32 MMADs count the mix GEMM's own FLOPs
+    assert r["flops"] == pytest.approx(r["mix_gemm_flops"])
 
 
 @pytest.mark.parametrize("tokens,hidden", [(4, 4096), (360, 4096), (100, 7168)])
@@ -68,7 +68,7 @@ def test_time_grows_with_tokens_and_stays_above_the_roofline(cli, topology_path,
 
 def test_hc_pre_at_a_few_tokens_is_a_fixed_chain(cli, topology_path, chip):
     """4 tokens: 4 of 64 AIVs in part 2, one token each; the time is part 1's chain (strip,
-    two VFs, push, eight HF32 passes at m < 64, FixPipe) and part 2's five VFs in a row, the
+    two VFs, push, the HF32 MMADs at m < 64, FixPipe) and part 2's five VFs in a row, the
     Sinkhorn's 19 dependent rounds the longest: no pipe is busy, and 16 tokens cost the same."""
     r4 = _run(cli, topology_path, PRE, num_tokens=4)
     r16 = _run(cli, topology_path, PRE, num_tokens=16)
@@ -77,8 +77,10 @@ def test_hc_pre_at_a_few_tokens_is_a_fixed_chain(cli, topology_path, chip):
     sinkhorn_ns = r4["sinkhorn_cycles"] / chip.aic_freq_GHz
     assert sinkhorn_ns == pytest.approx(mhc_vf.sinkhorn(1, 20).cycles(chip) / chip.aic_freq_GHz)
     assert 1500 < sinkhorn_ns < 2000
-    # the MMADs: 2 L0 steps of 256 x 4 passes, each m = 4 priced as the cube's saturating 64 rows
-    mmads_ns = 2 * r4["hf32_passes"] * (64 // 16) * (MIX // 16 + 1) * (2 * 256 // 16) / chip.aic_freq_GHz
+    # the MMADs: 2 L0 steps of K 256 at the HF32 rate (2 K a cycle per 16 x 16), each m = 4
+    # priced as the cube's saturating 64 rows
+    k0 = chip.cube.macs_per_cycle["hf32"] // 256
+    mmads_ns = 2 * (64 // 16) * (MIX // 16 + 1) * (256 // k0) / chip.aic_freq_GHz
     assert r4["makespan_ns"] > sinkhorn_ns + mmads_ns + 1000
     assert r4["bottleneck_util_frac"] < 0.5 and r4["tile_sim_over_bound"] > 1.5
     # Sinkhorn rounds are the chain: 10 fewer rounds save ~10 x 136 cycles
@@ -88,7 +90,7 @@ def test_hc_pre_at_a_few_tokens_is_a_fixed_chain(cli, topology_path, chip):
 
 def test_hc_pre_at_360_tokens_is_bound_by_the_vector_work(cli, topology_path, chip):
     """360 tokens: 6 per AIV in 3 part-2 rounds of 2 (UB), each with its own Sinkhorn call;
-    part 1 casts 16 strips of 96 rows x 64 per AIV beside 128 cube passes: the AIVs' vector
+    part 1 casts 16 strips of 96 rows x 64 per AIV beside the cube's HF32 MMADs: the AIVs' vector
     pipe is the busiest and the time is within 1.3x of its work."""
     r = _run(cli, topology_path, PRE, num_tokens=360)
     assert (r["tokens_per_aiv"], r["row_factor"], r["part2_rounds"]) == (6, 2, 3)

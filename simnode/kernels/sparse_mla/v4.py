@@ -54,6 +54,11 @@ LAYERS = ("csa", "hca", "window")
 ROW_HEADS = 64              # SAS s1BaseSize: query heads of one row on one core
 CHUNK = (16, 2, L0_TILE)    # SAS ProcessVec0: 16 rows per AIV per step, stage0InQue x 2
 GM_SLOTS = 3                # SAS v0ResGmBuffers: BuffersPolicy3buff
+S2_BASE = 128               # SAS s2BaseSize: tokens of one S2 block
+#: the op's fixed tiling as ``SparseMlaParams`` fields (a caller's shape adds the rest):
+#: 64 heads a row, 128-token blocks, O rescaled on every block, split-KV off (supportFd false)
+OP_FIELDS = {"mode": "v4", "heads_per_core": ROW_HEADS, "b_topk": S2_BASE,
+             "skip_scale_threshold": 0.0, "split_kv": False}
 
 
 def problem(p, chip) -> str | None:

@@ -8,6 +8,9 @@ BF16. The op computes mixes = (x_flat . hc_fn^T) x rsqrt(mean(x_flat^2) + eps) w
 [24, 4 hidden] FP32 (24 = 4 pre + 4 post + 16 comb), then pre = sigmoid(.) + eps, post =
 2 sigmoid(.), comb = Sinkhorn(20 rounds) of the 4 x 4 comb matrix, and y = sum over lanes of
 pre x x (BF16 [T, hidden]); it returns y, post [T, 4] and comb [T, 4, 4] (both FP32).
+``head`` is the model's ``hc_head`` before the LM head in this kernel's form: the 4 pre mixes
+alone, their gate and the lane sum (no post, comb or Sinkhorn); ``mode`` the mix GEMM's cube
+mode (HF32 in npu_hc_pre; FP32 for a plain FP32 linear).
 
 One kernel, two parts separated by an all-core barrier (``SyncAll<false>``):
 
@@ -29,10 +32,11 @@ part 1's strips.
 
 Stand-ins for what simnode's tile language does not have (told to the lead; each also a
 comment where used):
-- simnode's cube has no FP32 / HF32 MMAD: FP32 operands are held as pairs of BF16 elements
-  (same bytes in every copy), and each HF32 MMAD is ``hf32_passes`` BF16 MMADs of the doubled
-  K (HF32 ~512 MAC/cycle, facts ascend950 1.2, against BF16's 4096). The result's FLOPs and
-  TFLOPS count those BF16 passes (8x the mix GEMM's true FLOPs, given as ``mix_gemm_flops``).
+- FP32 operands are held as pairs of BF16 elements (same bytes in every copy: simnode's UB
+  pools are typed, and part 1's FP32 strips share the BF16 pool with part 2's rows, as the
+  kernel's two TPipes share UB); the MMADs read them in HF32 mode (``T.gemm(mode="hf32")``),
+  at the chip's HF32 rate (facts ascend950 1.2, S1/S8: FP32 256 FMA/cycle with HF32 off,
+  HF32 ~2x) over the true K, so the result's FLOPs are the mix GEMM's own.
 - no all-core barrier: part 2 on an AIV waits for its own core's part 1, through a 32 B
   FixPipe from L0C into both AIVs' UB after the workspace write (one FixPipe's latency,
   ~55 cycles, as the barrier's price; no public figure for the 950's FFTS barrier). Every
@@ -49,7 +53,6 @@ K_SPLIT_BASE = 256      # K_MULIT_CORE_SPLIT_BASE_SIZE
 A_L1_ELEMS = 128 * 256  # A_L1_SIZE (fp32 elements of x per L1 buffer)
 K_L1_MAX = 1024         # K_L1_MAX_SIZE
 BLOCK_CUBE = 16
-HF32_MACS = 512         # facts ascend950 1.2: FP32 256 FMA/cycle with HF32 off, HF32 ~2x
 
 
 def _ceil(a, b):
@@ -83,13 +86,18 @@ def hc_pre(num_tokens: int = T.param(360, "tokens on this chip (b x s)", min=1),
            hidden: int = T.param(4096, "hidden size (V4-Flash 4096, V4-Pro 7168)", min=64),
            lanes: int = T.param(4, "mHC lanes (hc_mult)", (4,)),
            iters: int = T.param(20, "Sinkhorn rounds (hc_sinkhorn_iters)", min=1),
-           ub_KiB: int = T.param(248, "UB the tiling may plan with, per AIV", min=64)):
+           ub_KiB: int = T.param(248, "UB the tiling may plan with, per AIV", min=64),
+           head: bool = T.param(False, "the model's hc_head before the LM head: the lanes' pre "
+                                "weights alone (mix = lanes) and their weighted sum, no post, "
+                                "comb or Sinkhorn"),
+           mode: str = T.param("hf32", "the mix GEMM's cube mode: hf32 (npu_hc_pre's "
+                               "SetHF32Mode(1)) or fp32 (HF32 off)", ("hf32", "fp32"))):
     # UB the host tiling plans with: GetCoreMemSize(UB) is not published for the 950;
     # TileKernels' and DeepSelect's Ascend configs use 248 KB (facts moe-layer 3)
     ub = units.KiB_to_bytes(ub_KiB)
     if hidden % 64:
         raise ValueError(f"hidden = {hidden}: a multiple of 64 (one vector register of FP32)")
-    t, k, mix = num_tokens, lanes * hidden, (2 + lanes) * lanes
+    t, k, mix = num_tokens, lanes * hidden, lanes if head else (2 + lanes) * lanes
     cores, aivs = T.num_ai_cores(), T.num_vector_cores()
     # -- CalcOpTiling (CR hc_pre_tiling_arch35.cpp) --
     m_dim = min(cores, _ceil(t, M_L1_MAX))
@@ -107,25 +115,25 @@ def hc_pre(num_tokens: int = T.param(360, "tokens on this chip (b x s)", min=1),
     # -- CalcMKSplitCorePart2Tiling --
     per_aiv = _ceil(t, aivs)
     used2 = _ceil(t, per_aiv)
-    rf = _row_factor(per_aiv, k_blocks, lanes, hidden, mix, ub)
+    # part 2 plans with what part 1's FP32 strips leave: the kernel's two TPipes share all of
+    # UB, simnode's typed pools only bytes of one type (part 1's BF16 strips fit in part 2's)
+    p1_32 = [m_ub * _up(k_ub, 8), _up(m_ub, 8)]
+    rf = _row_factor(per_aiv, k_blocks, lanes, hidden, mix, ub - 4 * sum(p1_32))
     chip = T.chip()
-    # an HF32 MMAD as BF16 MMADs of twice the K (FP32 held as BF16 pairs)
-    passes = max(1, round(chip.cube.macs_per_cycle["bf16"] / HF32_MACS / 2))
     m_align = _up(m_l1, BLOCK_CUBE)
     base_k = (256 // max(m_align, _up(mix, BLOCK_CUBE))) * 32     # Process(): baseK, FP32 elements
-    sink = V.sinkhorn(min(rf, per_aiv), iters)
+    sink = 0 if head else round(V.sinkhorn(min(rf, per_aiv), iters).cycles(chip))
     T.meta(template="M-K split (tiling key 1000)", m_dim=m_dim, k_blocks=k_blocks, split_k=split_k,
            k_l1=k_l1, k_ub=k_ub, base_k=base_k, part1_cores=m_dim * k_blocks, part2_aivs=used2,
            tokens_per_aiv=per_aiv, row_factor=rf, part2_rounds=_ceil(per_aiv, rf),
-           hf32_passes=passes, sinkhorn_cycles=round(sink.cycles(chip)),
-           mix_gemm_flops=2.0 * t * mix * k)
+           sinkhorn_cycles=sink, mix_gemm_flops=2.0 * t * mix * k)
 
     x = T.tensor("x", (t, k), "bf16")                   # the residual lanes [T, 4, hidden]
     hc_fn = T.tensor("hc_fn", (mix, 2 * k), "bf16")      # FP32 [24, 4 hidden] as BF16 pairs
     hc_base = T.tensor("hc_base", (mix,), "fp32")
     y = T.tensor("y", (t, hidden), "bf16")
-    post = T.tensor("post", (t, lanes), "fp32")
-    comb = T.tensor("comb", (t, lanes * lanes), "fp32")
+    post = None if head else T.tensor("post", (t, lanes), "fp32")
+    comb = None if head else T.tensor("comb", (t, lanes * lanes), "fp32")
     mm_ws = T.tensor("mix_partials", (k_blocks, t, mix), "fp32")     # the GM workspace
     rms_ws = T.tensor("sumsq_partials", (k_blocks, t), "fp32")
 
@@ -133,7 +141,6 @@ def hc_pre(num_tokens: int = T.param(360, "tokens on this chip (b x s)", min=1),
     # per part (regions, so the parts' uses of the same bytes order themselves)
     p1_16 = [2 * m_ub * k_ub, 2 * _up(m_ub, 8) * 2 * k_ub]
     p2_16 = [2 * rf * k, 2 * rf * hidden]
-    p1_32 = [m_ub * _up(k_ub, 8), _up(m_ub, 8)]
     p2_32 = [lanes, lanes, lanes * lanes, 2 * k_blocks * rf * mix, 2 * k_blocks * rf, rf * mix,
              2 * rf * lanes, 2 * rf * lanes * lanes]
     n16, n32 = max(sum(p1_16), sum(p2_16)), max(sum(p1_32), sum(p2_32))
@@ -147,7 +154,7 @@ def hc_pre(num_tokens: int = T.param(360, "tokens on this chip (b x s)", min=1),
         u16 = T.alloc_ub((n16,), "bf16")
         u32 = T.alloc_ub((n32,), "fp32")
         if c < m_dim * k_blocks:
-            _part1(c, t, k, mix, k_blocks, split_k, m_l1, k_l1, k_ub, base_k, passes,
+            _part1(c, t, k, mix, k_blocks, split_k, m_l1, k_l1, k_ub, base_k, mode,
                    x, hc_fn, mm_ws, rms_ws, a_l1, b_l1, a_l0, b_l0, c_l0,
                    _carve(u16, p1_16), _carve(u32, p1_32))
         # part 2 (after the barrier): AIV a = 2c + sid takes tokens [a per_aiv, ...)
@@ -179,7 +186,7 @@ def _head(region, n):
     return region.obj[region.lo:region.lo + n]
 
 
-def _part1(c, t, k, mix, k_blocks, split_k, m_l1, k_l1, k_ub, base_k, passes,
+def _part1(c, t, k, mix, k_blocks, split_k, m_l1, k_l1, k_ub, base_k, mode,
            x, hc_fn, mm_ws, rms_ws, a_l1, b_l1, a_l0, b_l0, c_l0, u16, u32):
     """One AI core's K slice of the mix GEMM (HcPreMKSplitCorePart1::Process)."""
     x_slots, nz_slots = u16
@@ -214,18 +221,19 @@ def _part1(c, t, k, mix, k_blocks, split_k, m_l1, k_l1, k_ub, base_k, passes,
             kb = min(base_k, kk - i0)
             T.copy(a_l1[0:m, 2 * i0:2 * (i0 + kb)], a_l0[0:m, 0:2 * kb])
             T.copy(b_l1[0:mix, 2 * i0:2 * (i0 + kb)], b_l0[0:mix, 0:2 * kb])
-            # m < 64 rows cost as 64 (the chip's saturating_m_rows, measured for BF16 MMADs;
-            # no source for HF32, taken alike)
-            for q in range(passes):
-                T.gemm(a_l0[0:m, 0:2 * kb], b_l0[0:mix, 0:2 * kb], c_l0[0:m, 0:mix],
-                       transpose_B=True, clear_accum=(j == 0 and i0 == 0 and q == 0))
+            # HF32 (SetHF32Mode(1)) or FP32 over the kb FP32 values of the BF16 pairs; m < 64
+            # rows cost as 64 (the chip's saturating_m_rows, measured for BF16 MMADs; no source
+            # for FP32 / HF32, taken alike)
+            T.gemm(a_l0[0:m, 0:2 * kb], b_l0[0:mix, 0:2 * kb], c_l0[0:m, 0:mix],
+                   transpose_B=True, clear_accum=(j == 0 and i0 == 0), mode=mode)
     T.copy(c_l0[0:m, 0:mix], mm_ws[k_blk, t0:t0 + m, 0:mix])
     for sid in T.Vector():
         r0, rr = halves[sid]
         if rr:
             T.copy(_head(ss, rr), rms_ws[k_blk, t0 + r0:t0 + r0 + rr])
     # the barrier's stand-in: part 2's first load on each AIV overwrites these 8 floats
-    T.dual_copy(c_l0[0:1, 0:16], _head(u32[0], 8))
+    w = min(16, mix)
+    T.dual_copy(c_l0[0:1, 0:w], _head(u32[0], w // 2))
 
 
 def _part2(t0, rows, rf, lanes, hidden, mix, k_blocks, iters,
@@ -236,8 +244,9 @@ def _part2(t0, rows, rf, lanes, hidden, mix, k_blocks, iters,
     k = lanes * hidden
     # hc_scale's three floats are scalar GM reads (GetValue) in the kernel: not modeled
     T.copy(hc_base[0:lanes], base0)
-    T.copy(hc_base[lanes:2 * lanes], base1)
-    T.copy(hc_base[2 * lanes:mix], base2)
+    if post is not None:
+        T.copy(hc_base[lanes:2 * lanes], base1)
+        T.copy(hc_base[2 * lanes:mix], base2)
     for i, r0 in enumerate(range(0, rows, rf)):
         r, p = min(rf, rows - r0), i % 2
         ta = t0 + r0
@@ -255,6 +264,8 @@ def _part2(t0, rows, rf, lanes, hidden, mix, k_blocks, iters,
         T.copy(x[ta:ta + r, 0:k], xs)
         V.issue(V.weighted_sum(r, lanes, hidden), [xs, mx], [ys])
         T.copy(ys, y[ta:ta + r, 0:hidden])
+        if post is None:
+            continue                        # hc_head: y alone
         ps = _head(_half(post_slots, 2, p), r * lanes)
         V.issue(V.gate(r, "hc_pre: post = 2 sigmoid", unaligned=True), [mx, base1], [ps])
         T.copy(ps, post[ta:ta + r, 0:lanes])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simnode.config.chip import DTYPE_BITS
 from simnode.config.params import params_of
 from simnode.errors import ConfigError
 from simnode.kernels.gemm import GemmParams, gemm_roofline, gemm_schedule
@@ -19,10 +20,11 @@ MAX_TILE_STEPS = 4_000_000
 def tile_steps(params: dict) -> tuple[int, tuple]:
     """Output tiles x K blocks at the heuristic's starting tiles (or the given ones), and the
     tiles: the work a run simulates, known before its schedule is built."""
-    # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4
-    bits = {"bf16": 16, "fp16": 16, "fp8": 8, "fp4": 4}[params["dtype"]]
+    # the heuristic's K block starts at 256 B of elements (facts 3.5): 128 bf16, 256 fp8, 512 fp4, 64 fp32
+    bits = DTYPE_BITS[params["dtype"]]
     bm, bn, bk = params["block_m"] or 256, params["block_n"] or 256, params["block_k"] or 256 * 8 // bits
-    return -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk), (bm, bn, bk)
+    return (params["gemms"] * -(-params["m"] // bm) * -(-params["n"] // bn) * -(-params["k"] // bk),
+            (bm, bn, bk))
 
 
 def cost(topology, params: dict) -> float:
