@@ -34,7 +34,8 @@ COLLECTIVES = ("ALL_TO_ALL", "ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "BARR
 #: the version written into each file's GlobalMetadata (mlc-chakra's generator writes "1.0.0")
 ET_VERSION = "1.0.0"
 INSTALL = "pip install 'simnode[chakra]' (the mlc-chakra package)"
-_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
+#: a rank's file name: <prefix>.<rank>.et
+ET_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def rank_files(folder, source: str = "workload", key: str = "et_dir") -> list[Pa
         raise ConfigError(source, key, str(folder), "a folder of Chakra ET files (<name>.<rank>.et)")
     found: dict[str, dict[int, Path]] = {}
     for f in sorted(path.iterdir()):
-        m = _NAME.match(f.name)
+        m = ET_NAME.match(f.name)
         if m:
             found.setdefault(m["prefix"], {})[int(m["rank"])] = f
     if not found:
@@ -82,8 +83,9 @@ def rank_files(folder, source: str = "workload", key: str = "et_dir") -> list[Pa
     (prefix, by_rank), = found.items()
     missing = [r for r in range(max(by_rank) + 1) if r not in by_rank]
     if missing:
-        raise ConfigError(source, key, str(folder), f"one file per rank 0..{max(by_rank)}; ranks "
-                          f"{_ranks_text(missing)} are missing ({prefix}.<rank>.et)")
+        which = f"ranks {_ranks_text(missing)} are" if len(missing) > 1 else f"rank {missing[0]} is"
+        raise ConfigError(source, key, str(folder), f"one file per rank 0..{max(by_rank)}; {which} "
+                          f"missing ({prefix}.<rank>.et)")
     return [by_rank[r] for r in range(len(by_rank))]
 
 

@@ -1,5 +1,7 @@
 """A simnode run as Chakra ET graphs, one per rank (``write_dir`` writes them).
 
+``ep_graphs(plan, runs)``: a ``deepep`` run, each rank's dispatch then combine.
+
 ``layer_graphs(layer_run)`` reads a MoE layer run (``simnode.moe.layer.LayerRun``: every
 rank's ``RankRecord.spans``, the DeepEP instances' plans) through its public fields and
 turns each span into one node:
@@ -28,7 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simnode.chakra.etfile import COLL, COMP, ETNode, write_rank
+from simnode.chakra.etfile import COLL, COMP, ET_NAME, ETNode, write_rank
+from simnode.errors import ConfigError
+from simnode.moe.layer import Span
 
 #: spans that end within this of another's start are a hand-over (float ns of one clock)
 TOUCH_NS = 1e-6
@@ -113,11 +117,47 @@ def layer_graphs(lr) -> list[list[ETNode]]:
     return [rank_graph(rec.spans, _peer_bytes(lr, r)) for r, rec in enumerate(lr.ranks)]
 
 
+def ep_graphs(plan, runs: dict) -> list[list[ETNode]]:
+    """Every rank's graph of an EP kernel run (kind ``deepep``: ``{kind: PhaseRun}`` of one
+    ``TrafficPlan``): its kernels in order, each an ``ALL_TO_ALL`` with the rank's kernel
+    time. The kind runs dispatch and combine as two simulations of their own; the graph
+    puts combine after dispatch, as a layer runs them."""
+    graphs = []
+    for r in range(len(plan.pair)):
+        spans, at = [], 0.0
+        for kind, pr in runs.items():
+            t = pr.ranks[r]
+            spans.append(Span("comm", kind, at, at + t.end_ns - t.start_ns))
+            at = spans[-1].end_ns
+        peer = {k: tuple(int(b) for b in np.asarray(plan.traffic(k)[r], dtype=np.int64)) for k in runs}
+        graphs.append(rank_graph(spans, peer))
+    return graphs
+
+
+def check_dir(folder, prefix: str, option: str = "--chakra") -> None:
+    """Refuse, before a run, an output folder that holds another workload's ET files (the
+    folder must stay one workload's, as the ``chakra`` kind reads it)."""
+    out = Path(folder)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(option, option.lstrip("-"), str(folder), "a folder (this is a file)")
+    others = sorted({m["prefix"] for f in (out.iterdir() if out.is_dir() else ())
+                     if (m := ET_NAME.match(f.name)) and m["prefix"] != prefix})
+    if others:
+        raise ConfigError(option, option.lstrip("-"), str(folder), f"a folder without other ET files "
+                          f"(it holds {', '.join(o + '.<rank>.et' for o in others)}; the chakra kind "
+                          f"reads one workload per folder)")
+
+
 def write_dir(folder, prefix: str, graphs: list, attrs: dict) -> list[Path]:
-    """Write ``<prefix>.<rank>.et`` per rank into ``folder`` (made if missing); ``attrs``:
-    the GlobalMetadata's string attributes. Returns the paths written."""
+    """Write ``<prefix>.<rank>.et`` per rank into ``folder`` (made if missing), removing the
+    files of ranks beyond these that an earlier export of ``prefix`` left; ``attrs``: the
+    GlobalMetadata's string attributes. Returns the paths written."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    for f in out.iterdir():
+        m = ET_NAME.match(f.name)
+        if m and m["prefix"] == prefix and int(m["rank"]) >= len(graphs):
+            f.unlink()
     paths = []
     for r, nodes in enumerate(graphs):
         p = out / f"{prefix}.{r}.et"

@@ -1,7 +1,8 @@
 """``simnode export TOPOLOGY WORKLOAD [--set KEY=VALUE ...] --chakra DIR``: run a supernode
 workload and write its schedule as Chakra execution traces, one ``<workload>.<rank>.et``
 per rank (``simnode.chakra.export``; docs/chakra.md), for ASTRA-sim and the other tools
-that read them. Kinds: ``moe_layer`` (every overlap mode, both comm kernels). The kind
+that read them. Kinds: ``moe_layer`` (every overlap mode, both comm kernels) and
+``deepep`` (dispatch, then combine). The kind
 ``chakra`` runs such a folder back on a supernode.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 from simnode.commands.options import add_inputs, overlays_of
 
 ORDER = 15
-#: the kinds whose runs can be written, and how: kind -> (simulate, graphs of its run)
-KINDS = ("moe_layer",)
+#: the kinds whose runs can be written
+KINDS = ("moe_layer", "deepep")
 
 
 def register(subparsers) -> None:
@@ -19,14 +20,15 @@ def register(subparsers) -> None:
                               "execution traces (one file per rank)")
     add_inputs(p)
     p.add_argument("--chakra", metavar="DIR", required=True,
-                   help="folder for the .et files (made if missing)")
+                   help="folder for the .et files, <workload>.<rank>.et (made if missing; "
+                   "it may hold this workload's earlier export, which is replaced, and no other)")
     p.set_defaults(func=cmd_export)
 
 
 def cmd_export(args) -> int:
     from simnode import units
     from simnode.chakra.etfile import ET_VERSION
-    from simnode.chakra.export import layer_graphs, write_dir
+    from simnode.chakra.export import check_dir, write_dir
     from simnode.errors import ConfigError
     from simnode.workloads.loader import load_inputs
     inputs = load_inputs(args.topology, args.workload, args.sets, overlays=overlays_of(args))
@@ -35,12 +37,25 @@ def cmd_export(args) -> int:
                           f"a kind simnode can write as Chakra traces: {', '.join(KINDS)}")
     if not str(args.chakra).strip():
         raise ConfigError("--chakra", "chakra", args.chakra, "a folder path (it is empty)")
+    check_dir(args.chakra, inputs.name)
+    graphs, time_ns, attrs = _graphs(inputs)
+    paths = write_dir(args.chakra, inputs.name, graphs, {
+        "writer": "simnode", "schema": f"mlc-chakra et_def {ET_VERSION}", "kind": inputs.kind_name,
+        "workload": inputs.workload_path, "time_ns": repr(time_ns), **attrs})
+    print(f"wrote {len(paths)} Chakra ET files to {args.chakra} ({inputs.name}.<rank>.et): "
+          f"{inputs.kind_name} {units.ns_to_us(time_ns):.3f} us on {len(paths)} ranks")
+    return 0
+
+
+def _graphs(inputs) -> tuple:
+    """(graphs, the run's time in ns, metadata attributes) of the run ``inputs`` names."""
+    from simnode.chakra.export import ep_graphs, layer_graphs
+    if inputs.kind_name == "deepep":
+        from simnode.workloads.kinds.deepep import simulate
+        _, plan, runs, _ = simulate(inputs.topology, inputs.params)
+        # the slowest rank of each kernel, as the kind's makespan
+        time_ns = sum(float(pr.kernel_ns.max()) for pr in runs.values())
+        return ep_graphs(plan, runs), time_ns, {"phase": inputs.params["phase"]}
     from simnode.workloads.kinds.moe_layer import simulate
     lr = simulate(inputs.topology, inputs.params)
-    paths = write_dir(args.chakra, inputs.name, layer_graphs(lr), {
-        "writer": "simnode", "schema": f"mlc-chakra et_def {ET_VERSION}", "kind": inputs.kind_name,
-        "workload": inputs.workload_path, "overlap": lr.params.overlap, "comm": lr.params.comm,
-        "layer_ns": repr(lr.layer_ns)})
-    print(f"wrote {len(paths)} Chakra ET files to {args.chakra} ({inputs.name}.<rank>.et): "
-          f"{inputs.kind_name} layer {units.ns_to_us(lr.layer_ns):.3f} us on {len(paths)} ranks")
-    return 0
+    return layer_graphs(lr), lr.layer_ns, {"overlap": lr.params.overlap, "comm": lr.params.comm}

@@ -83,3 +83,32 @@ def test_a_variable_all_to_all_is_one_node_with_its_bytes_per_peer(tmp_path):
     # the schedule's order: dispatch, its epilogue, then the experts
     ep = next(n for n in nodes if n.name == "dispatch epilogue")
     assert dispatch.id in ep.deps
+
+
+def test_a_deepep_run_exports_dispatch_then_combine(tmp_path, write_yaml, cli):
+    res = cli("export", TOPO, "workloads/deepep-normal.yaml", "--chakra", tmp_path / "et")
+    assert res.code == 0, res.err
+    assert res.out.startswith("wrote 8 Chakra ET files to ") and "deepep 4307.455 us on 8 ranks" in res.out
+    nodes = read_rank(rank_files(tmp_path / "et")[0])
+    assert [(n.name, n.comm_type, n.deps) for n in nodes] == [("dispatch", "ALL_TO_ALL", ()),
+                                                               ("combine", "ALL_TO_ALL", (0,))]
+    back = replay(write_yaml, tmp_path, 8, "recorded")
+    assert back.makespan_ns == pytest.approx(4307455.0, rel=1e-6)
+
+
+def test_an_export_folder_holds_one_workload(tmp_path, cli, user_error):
+    folder = tmp_path / "et"
+    folder.mkdir()
+    (folder / "other.0.et").write_bytes(b"")
+    res = cli("export", TOPO, "workloads/moe-layer.yaml", "--chakra", folder)
+    user_error(res, "--chakra", "other.<rank>.et", nothing_ran=True)
+
+
+def test_a_second_export_replaces_the_first(tmp_path, cli):
+    folder = tmp_path / "et"
+    folder.mkdir()
+    (folder / "moe-layer.9.et").write_bytes(b"")          # left by an earlier, larger export
+    res = cli("export", TOPO, "workloads/moe-layer.yaml", "--set", "tokens_per_rank=512",
+              "--chakra", folder)
+    assert res.code == 0, res.err
+    assert sorted(f.name for f in folder.iterdir()) == [f"moe-layer.{r}.et" for r in range(8)]
