@@ -23,10 +23,9 @@ dependency between them run at once: the export writes a stream as a chain):
 - a send is a train to its ``comm_dst`` and ends when it has landed; a receive ends when the
   matching send (same source, destination and ``comm_tag``, in order) has landed.
 
-``comm_time = "recorded"``: a communication node that carries a recorded time (simnode's own
-exports do) takes that time on its rank instead, as a compute node does: the export's
-schedule replayed as it ran, waits for slower ranks included. A node without one runs on
-the network.
+``comm_time = "recorded"``: every communication node takes its recorded time on its rank
+instead (0 if the file records none), as a compute node does: a simnode export replayed as
+it ran, waits for slower ranks included.
 """
 
 from __future__ import annotations
@@ -155,7 +154,7 @@ class Replay:
         self.batch_window_ns = batch_window_ns
 
     def _recorded(self, n) -> bool:
-        return n.kind in (COMP, META) or (self.comm_time == "recorded" and n.duration_ns > 0)
+        return n.kind in (COMP, META) or self.comm_time == "recorded"
 
     def _node(self, r: int, n, done: dict):
         env = self.env
@@ -194,18 +193,17 @@ class Replay:
         return ev
 
     def _trains(self, src, dst, payload):
-        """One step: a doorbell, then one train per (source, destination), until all landed."""
-        keep = (src != dst) & (payload > 0)
+        """One step: a doorbell, then one train per (source, destination) of payload, until
+        all have landed; a step of zero bytes (a barrier) is a flag over the farthest path."""
         yield self.env.timeout(self.topo.supernode.doorbell_ns)
-        if keep.any():
-            src, dst, payload = src[keep], dst[keep], payload[keep]
-            peers = np.bincount(src, minlength=len(self.graphs))[src]
-            yield self.fab.ends.send_many(src, dst, payload, self.topo.supernode.wqebb_bytes,
-                                          np.ones(len(src)), peers)
-        elif not (src != dst).any():
-            return
-        else:                                   # zero bytes: a flag crosses the farthest path
+        keep = (src != dst) & (payload > 0)
+        if not keep.any():
             yield self.env.timeout(self.fab.max_latency_ns)
+            return
+        src, dst, payload = src[keep], dst[keep], payload[keep]
+        peers = np.bincount(src, minlength=len(self.graphs))[src]
+        yield self.fab.ends.send_many(src, dst, payload, self.topo.supernode.wqebb_bytes,
+                                      np.ones(len(src)), peers)
 
     def _collective(self, k: int, n):
         env, N = self.env, len(self.graphs)

@@ -5,8 +5,8 @@ reads them; simnode writes them with ``simnode export --chakra``). Each rank's g
 on the topology's supernode (``simnode.chakra.replay``): compute nodes for their recorded
 time, collectives and sends as message trains on the Clos, every rank's URMA engine and HBM
 (all-to-all with per-peer bytes, all-reduce as a ring in rank order: docs/chakra.md).
-``comm_time: recorded`` replays the communication nodes' recorded times instead (a simnode
-export run as it ran). The files' rank count must be the run's (``num_ranks``, 0 = the
+``comm_time: recorded`` gives the communication nodes their recorded times instead (a
+simnode export run as it ran). The files' rank count must be the run's (``num_ranks``, 0 = the
 topology's). Needs the mlc-chakra package (``pip install 'simnode[chakra]'``).
 
 Result: ``step_ns`` (the last rank's end, the makespan), per rank its compute and
