@@ -153,8 +153,9 @@ def read_rank(path, source: str = "workload") -> list[ETNode]:
             raise ConfigError(where, f"{key}.attr.{'comm_dst' if kind == SEND else 'comm_src'}",
                               peer, "the peer rank of a point-to-point node")
         size = attrs.get("comm_size", attrs.get("tensor_size", 0)) or 0
-        out.append(ETNode(int(n.id), n.name, kind, tuple(dict.fromkeys([*n.ctrl_deps, *n.data_deps])),
-                          dur_ns, comm_type, int(size), tuple(int(b) for b in attrs.get("comm_peer_bytes") or ()),
+        deps = tuple(dict.fromkeys([*n.ctrl_deps, *n.data_deps]))       # both kinds, each once
+        per_peer = tuple(int(b) for b in attrs.get("comm_peer_bytes") or ())
+        out.append(ETNode(int(n.id), n.name, kind, deps, dur_ns, comm_type, int(size), per_peer,
                           int(peer), int(attrs.get("comm_tag", 0) or 0)))
     return out
 

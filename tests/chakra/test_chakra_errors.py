@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from simnode.chakra.etfile import COLL, COMP, ETNode, write_rank
+from simnode.chakra.etfile import COLL, COMP, SEND, ETNode, write_rank
 
 TOPO = "topologies/atlas950-supernode.yaml"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -133,3 +133,34 @@ def test_without_mlc_chakra(tmp_path, chakra_run, user_error, monkeypatch):
     monkeypatch.setitem(sys.modules, "chakra.schema.protobuf", None)
     user_error(chakra_run(FIXTURES / "alltoall-8"), "mlc-chakra", "pip install 'simnode[chakra]'",
                nothing_ran=True)
+
+
+def test_two_workloads_in_one_folder(tmp_path, chakra_run, user_error):
+    folder = copy_ranks(FIXTURES / "alltoall-8", tmp_path / "et", range(8))
+    shutil.copy(FIXTURES / "allreduce-8" / "ALL_REDUCE.0.et", folder)
+    user_error(chakra_run(folder), "et_dir", "it holds 2: ALL_REDUCE, ALL_TO_ALL", nothing_ran=True)
+
+
+def test_point_to_point_nodes_without_a_partner(tmp_path, chakra_run, user_error):
+    from chakra.schema.protobuf import et_def_pb2 as pb
+    no_peer = write_raw(tmp_path / "a", pb.Node(id=0, name="send", type=pb.COMM_SEND_NODE))
+    user_error(chakra_run(no_peer), "attr.comm_dst = -1", "the peer rank", nothing_ran=True)
+    far = write_graphs(tmp_path / "b", [[ETNode(0, "send", SEND, comm_size_bytes=8, peer=9)]] + [[]] * 7)
+    user_error(chakra_run(far), "w.0.et", "peer = 9", "another rank in 0..7", nothing_ran=True)
+    alone = write_graphs(tmp_path / "c", [[ETNode(0, "send", SEND, comm_size_bytes=8, peer=1, tag=2)]]
+                         + [[]] * 7)
+    user_error(chakra_run(alone), "w.1.et", "receives from rank 0 with comm_tag 2 = 0",
+               "as many as rank 0 sends there (1)", nothing_ran=True)
+
+
+def test_two_nodes_of_one_id(tmp_path, chakra_run, user_error):
+    folder = write_graphs(tmp_path / "et", [[ETNode(0, "x", COMP, (), 1.0), ETNode(0, "y", COMP, (), 1.0)]] * 8)
+    user_error(chakra_run(folder), "node id 0 = 'y'", "node ids unique", nothing_ran=True)
+
+
+def test_an_export_path_that_is_no_folder(tmp_path, cli, user_error):
+    user_error(cli("export", TOPO, "workloads/moe-layer.yaml", "--chakra", " "), "--chakra", "it is empty",
+               nothing_ran=True)
+    (tmp_path / "file").write_text("")
+    user_error(cli("export", TOPO, "workloads/moe-layer.yaml", "--chakra", tmp_path / "file"),
+               "a folder (this is a file)", nothing_ran=True)
