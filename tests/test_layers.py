@@ -35,6 +35,7 @@ LAYERS = (
     ("ep", ("simnode.ep",), "the expert-parallel family: what every EP kernel shares"),
     ("moe", ("simnode.moe",), "the MoE layer (its kernels on one clock), its trace, kernel profiles"),
     ("decode", ("simnode.decode",), "a model's decode step: the model, deployment, kernel list, HBM footprint"),
+    ("chakra", ("simnode.chakra",), "Chakra execution traces: ET files in and out, their replay"),
     ("report", ("simnode.report",), "the result shape, tables, plots, the HTML page"),
     ("workloads", ("simnode.workloads",), "workload kinds and a run parsed once (RunSpec)"),
     ("runs", ("simnode.runs",), "the executor, signals, validation cases, regression baselines"),

@@ -131,7 +131,7 @@ def test_an_empty_baselines_option_is_an_error_and_writes_nothing(cli, user_erro
 def test_figures_for_an_unknown_kind_are_an_error(cli, user_error, folder):
     f = folder(figures={"gemm": {"makespan_ns": 0.01}, "gemmz": {"tflops": 0.01}})
     user_error(cli("regress", "--baselines", f), "scenarios.yaml", "figures.gemmz = 'gemmz'",
-               "workload kind: one of decode_step, deepep, deepep_hccs, deepep_ll, deepep_ll_hccs, gemm", "Did you mean 'gemm'?", nothing_ran=True)
+               "workload kind: one of chakra, decode_step, deepep, deepep_hccs, deepep_ll, deepep_ll_hccs, gemm", "Did you mean 'gemm'?", nothing_ran=True)
 
 
 def test_a_bad_set_entry_names_the_scenario(cli, user_error, folder):

@@ -95,7 +95,7 @@ def test_names_lists_every_kind_without_importing_one(plug, tmp_path):
 def test_an_unknown_kind_lists_the_valid_ones_plug_ins_too(plug, cli, user_error, write_yaml):
     plug(TOY)
     res = cli("run", SUPERNODE, write_yaml({"kind": "toy_rng"}, "w.yaml"))
-    user_error(res, "kind = 'toy_rng': expected one of decode_step, deepep, ", "toy_ring", "Did you mean 'toy_ring'?",
+    user_error(res, "kind = 'toy_rng': expected one of chakra, decode_step, deepep, ", "toy_ring", "Did you mean 'toy_ring'?",
                nothing_ran=True)
 
 

@@ -85,7 +85,9 @@ def wall_share(topology, params: dict) -> float:
     return 0.7 if two_processes(ranks, params["phase"]) else 1.0
 
 
-def run(topology, params: dict, options=None, name: str = "deepep"):
+def simulate(topology, params: dict, options=None):
+    """(topology at the run's size, the traffic plan, {kind: PhaseRun}, {kind: link_util}):
+    the kernels' runs, before their result."""
     topology = check(topology, params)
     R = topology.supernode.num_ranks
     chip = topology.chip
@@ -103,6 +105,12 @@ def run(topology, params: dict, options=None, name: str = "deepep"):
                          jetty_jitter_ns=params["jetty_jitter_ns"], seed=params["seed"],
                          on_progress=on_progress)
     runs, util = run_kernels(make, params["phase"], R, options)
+    return topology, plan, runs, util
+
+
+def run(topology, params: dict, options=None, name: str = "deepep"):
+    topology, plan, runs, util = simulate(topology, params, options)
+    R = topology.supernode.num_ranks
     spec = topology.supernode
     header = [
         fig("num_ranks", R, "ranks", "EP ranks"),

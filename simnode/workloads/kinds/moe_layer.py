@@ -134,7 +134,8 @@ def routes_fn(params: dict, num_ranks: int):
     return routes
 
 
-def run(topology, params: dict, options=None, name: str = "moe_layer"):
+def simulate(topology, params: dict):
+    """The layer on every rank (``simnode.moe.layer.LayerRun``): the run, before its result."""
     topology = check(topology, params)
     R = topology.supernode.num_ranks
     lp = LayerParams(R, params["tokens_per_rank"], params["hidden"], params["intermediate"],
@@ -146,8 +147,11 @@ def run(topology, params: dict, options=None, name: str = "moe_layer"):
                      swiglu_clamp=params["swiglu_clamp"])
     costs = fields.costs_from(DeepEPCosts, params)
     ll = comm.ll_costs(params) if lp.comm == "low_latency" else None
-    sim = MoELayerSim(topology, lp, costs, routes_fn(params, R), ll)
-    lr = sim.run()
+    return MoELayerSim(topology, lp, costs, routes_fn(params, R), ll).run()
+
+
+def run(topology, params: dict, options=None, name: str = "moe_layer"):
+    lr = simulate(topology, params)
     if options is not None and getattr(options, "trace_path", None):
         from simnode.moe.layer_trace import write_trace
         write_trace(options, lr)
