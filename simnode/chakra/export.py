@@ -1,6 +1,7 @@
 """A simnode run as Chakra ET graphs, one per rank (``write_dir`` writes them).
 
 ``ep_graphs(plan, runs)``: a ``deepep`` run, each rank's dispatch then combine.
+``step_graphs(step_run)``: a ``decode_step`` run, each rank's streams.
 
 ``layer_graphs(layer_run)`` reads a MoE layer run (``simnode.moe.layer.LayerRun``: every
 rank's ``RankRecord.spans``, the DeepEP instances' plans) through its public fields and
@@ -132,6 +133,35 @@ def ep_graphs(plan, runs: dict) -> list[list[ETNode]]:
         peer = {k: tuple(int(b) for b in np.asarray(plan.traffic(k)[r], dtype=np.int64)) for k in runs}
         graphs.append(rank_graph(spans, peer))
     return graphs
+
+
+def step_graphs(run) -> list[list[ETNode]]:
+    """Every rank's graph of a decode step (``simnode.decode.step.StepRun``): each kernel a
+    ``COMP_NODE`` from when its dependencies were met (its launch gap is its own), each MoE
+    block's dispatch and combine an ``ALL_TO_ALL`` from when the EP group's barrier let it
+    start (the replayer's collective waits for every rank), its expert kernels and SwiGLU
+    compute nodes, host turns and metadata builds that take time compute nodes too. A node
+    is named ``<segment>: <kernel>``; the streams are the step's (main, kv, indexer, shared,
+    metadata), their fork / join edges the hand-overs at equal instants."""
+    from simnode.decode.program import HOST, KERNEL, METADATA, MOE
+    ops, segs = run.program.ops, run.program.segments
+    graphs = []
+    for g, members in enumerate(run.groups):
+        for r in members:
+            spans, peer = [], {}
+            for i, op in enumerate(ops):
+                name = f"{segs[op.segment].name}: {op.name}"
+                if op.kind == KERNEL or (op.kind in (HOST, METADATA) and run.end[g, i] > run.start[g, i]):
+                    spans.append(Span(op.stream, name, run.ready[g, i], run.end[g, i]))
+                elif op.kind == MOE:
+                    moe = run.moes[run.moe_index[i]]
+                    for ph, (arrive, s, e) in zip(run.rank_phases(r, i), run.phases[(g, i)]):
+                        pname = f"{segs[op.segment].name}: {ph.name}"
+                        spans.append(Span(op.stream, pname, s if ph.collective else arrive, e))
+                        if ph.collective and moe.peer_bytes:
+                            peer[pname] = moe.peer_bytes[r][ph.name]
+            graphs.append((r, rank_graph(spans, peer)))
+    return [nodes for _, nodes in sorted(graphs, key=lambda x: x[0])]
 
 
 def check_dir(folder, prefix: str, option: str = "--chakra") -> None:

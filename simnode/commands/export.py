@@ -1,8 +1,8 @@
 """``simnode export TOPOLOGY WORKLOAD [--set KEY=VALUE ...] --chakra DIR``: run a supernode
 workload and write its schedule as Chakra execution traces, one ``<workload>.<rank>.et``
 per rank (``simnode.chakra.export``; docs/chakra.md), for ASTRA-sim and the other tools
-that read them. Kinds: ``moe_layer`` (every overlap mode, both comm kernels) and
-``deepep`` (dispatch, then combine). The kind
+that read them. Kinds: ``moe_layer`` (every overlap mode, both comm kernels), ``deepep``
+(dispatch, then combine) and ``decode_step`` (every stream of every rank). The kind
 ``chakra`` runs such a folder back on a supernode.
 """
 
@@ -12,7 +12,7 @@ from simnode.commands.options import add_inputs, overlays_of
 
 ORDER = 15
 #: the kinds whose runs can be written
-KINDS = ("moe_layer", "deepep")
+KINDS = ("moe_layer", "deepep", "decode_step")
 
 
 def register(subparsers) -> None:
@@ -49,7 +49,11 @@ def cmd_export(args) -> int:
 
 def _graphs(inputs) -> tuple:
     """(graphs, the run's time in ns, metadata attributes) of the run ``inputs`` names."""
-    from simnode.chakra.export import ep_graphs, layer_graphs
+    from simnode.chakra.export import ep_graphs, layer_graphs, step_graphs
+    if inputs.kind_name == "decode_step":
+        from simnode.workloads.kinds.decode_step import simulate as step
+        _, out = step(inputs.topology, inputs.params)
+        return step_graphs(out.run), out.run.step_ns, {"moe_model": inputs.params["moe_model"]}
     if inputs.kind_name == "deepep":
         from simnode.workloads.kinds.deepep import simulate
         _, plan, runs, _ = simulate(inputs.topology, inputs.params)

@@ -80,6 +80,8 @@ class MoeRun:
     phases: tuple                #: per rank: (MoePhase, ...) in order
     routed_rows: tuple           #: per rank: (token, expert) rows its experts received
     note: str
+    #: per rank: {"dispatch": bytes to each rank, "combine": ...} (the variable all-to-all)
+    peer_bytes: tuple = ()
 
     def signature(self, rank: int) -> tuple:
         """What makes two ranks' blocks the same on the step's clock."""
@@ -160,7 +162,7 @@ def layer_sim(topology, m: ModelSpec, d: Deployment, routes: list, costs, batch_
                                 FLOW if collective else "pipe-level"))
         phases.append(tuple(out))
     rows = tuple(int(x) for x in run.experts.sum(axis=1))
-    return MoeRun(tuple(phases), rows, LAYER_SIM_NOTE)
+    return MoeRun(tuple(phases), rows, LAYER_SIM_NOTE, peer_bytes(run))
 
 
 def _expert_bottlenecks(chip, m: ModelSpec, weight_dtype: str) -> dict:
@@ -220,7 +222,17 @@ def decode_layer(topology, m: ModelSpec, d: Deployment, routes: list, costs: Moe
                                 bound[name],
                                 FLOW if collective else "pipe-level"))
         phases.append(tuple(out))
-    return MoeRun(tuple(phases), tuple(rows), DECODE_LAYER_NOTE)
+    return MoeRun(tuple(phases), tuple(rows), DECODE_LAYER_NOTE, peer_bytes(run))
+
+
+def peer_bytes(run) -> tuple:
+    """Per rank of a MoE layer run, the payload bytes its dispatch and combine send to each
+    rank (the EP plan's traffic: its own rows left out)."""
+    out = []
+    for r in range(len(run.ranks)):
+        out.append({k: tuple(int(b) for b in np.asarray(run.kernels[k][0].plan.traffic(k)[r], dtype=np.int64))
+                    for k in ("dispatch", "combine")})
+    return tuple(out)
 
 
 def _largest_step(times: list, kind: str) -> str:

@@ -101,10 +101,15 @@ def _check_low_latency(topology, spec: SIM.StepSpec, source: str) -> None:
                           f"{e.expected}", largest.strip()) from None
 
 
-def run(topology, params: dict, options=None, name: str = "decode_step"):
+def simulate(topology, params: dict) -> tuple:
+    """(spec, ``simnode.decode.simulate.StepOutcome``): the step, before its result."""
     topology = check(topology, params)
     spec = spec_of(params)
-    out = SIM.simulate(spec, topology)
+    return spec, SIM.simulate(spec, topology)
+
+
+def run(topology, params: dict, options=None, name: str = "decode_step"):
+    spec, out = simulate(topology, params)
     if options is not None and getattr(options, "trace_path", None):
         from simnode.decode.trace import write_trace
         write_trace(options.trace_path, options.trace_scopes, out.run)
