@@ -24,6 +24,7 @@ kernels have. ``ll_kind(name, doc, limits, transports, dtypes_why)`` builds one
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import numpy as np
 
@@ -80,10 +81,18 @@ def run_for(kind_name: str, check):
             return LowLatencySim(topology, plan, costs, transport=params["transport"],
                                  form=params["form"], batch_window_ns=params["batch_window_ns"],
                                  tracer=tracer, on_progress=on_progress)
-        # a low-latency kernel runs in a second or two: a forked combine costs more than it saves
         if options is not None and getattr(options, "jobs", 1) > 1:
-            options = dataclasses.replace(options, jobs=1)
-        runs, util = run_kernels(make, params["phase"], R, options)
+            from simnode.ep.lowlatency_links import warm
+            warm()
+        # the run's arrays and SimPy events hold no cycles worth a collection: the cyclic
+        # collector, left on, walks them again and again as they pile up (~5% of EP256)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            runs, util = run_kernels(make, params["phase"], R, options)
+        finally:
+            if enabled:
+                gc.enable()
         out = plan.output(params["output_layout"])
         win = shape.window()
         header = [
