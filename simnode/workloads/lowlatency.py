@@ -13,6 +13,8 @@ kernels have. ``ll_kind(name, doc, limits, transports, dtypes_why)`` builds one
 - check: the family's (``simnode.ep.size.topology_for``), then the API's limits
   (``simnode.ep.lowlatency_plan.check_limits``: tokens per rank, top-k, experts, hidden, EP
   size, dtypes, and the window against the rank's HBM) and the kind's transports;
+- run: dispatch and combine as the EP family runs them (``run_kernels``: combine forked
+  beside dispatch from EP64 on, the compiled link loop loaded first);
 - result: per kernel its time (``us``, the figure published for these kernels: mean over
   ranks; ``us_max``: the slowest rank's), its steps (``steps_us``: launch, quantize, write,
   status, wait, copy, reduce, mean over ranks; they add up to ``us``), the benchmark's
@@ -23,7 +25,6 @@ kernels have. ``ll_kind(name, doc, limits, transports, dtypes_why)`` builds one
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 
 import numpy as np
@@ -35,12 +36,14 @@ from simnode.ep.lowlatency import FIELDS as LL_FIELDS
 from simnode.ep.lowlatency import STEPS, LowLatencySim, steps_of
 from simnode.ep.lowlatency_costs import LowLatencyCosts
 from simnode.ep.lowlatency_limits import check_limits
+from simnode.ep.lowlatency_links import warm
 from simnode.ep.lowlatency_plan import LLShape, build_plan
 from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
+from simnode.forked import can_fork
 from simnode.report.result import fig
 from simnode.workloads.registry import WorkloadKind
-from simnode.workloads.supernode import ep_result, run_kernels
+from simnode.workloads.supernode import ep_result, run_kernels, two_processes
 
 FIELDS = (*fields.SHAPE, fields.DISPATCH_DTYPE, fields.COMBINE_DTYPE, fields.PHASE,
           *fields.ROUTING, fields.BATCH_WINDOW_NS, *LL_FIELDS, *params_of(LowLatencyCosts))
@@ -81,8 +84,9 @@ def run_for(kind_name: str, check):
             return LowLatencySim(topology, plan, costs, transport=params["transport"],
                                  form=params["form"], batch_window_ns=params["batch_window_ns"],
                                  tracer=tracer, on_progress=on_progress)
-        if options is not None and getattr(options, "jobs", 1) > 1:
-            from simnode.ep.lowlatency_links import warm
+        # combine forked beside dispatch (``run_kernels``) inherits the compiled link loop
+        # when it is loaded before the fork, not after: each process would load it again
+        if getattr(options, "jobs", 1) > 1 and two_processes(R, params["phase"]) and can_fork():
             warm()
         # the run's arrays and SimPy events hold no cycles worth a collection: the cyclic
         # collector, left on, walks them again and again as they pile up (~5% of EP256)
