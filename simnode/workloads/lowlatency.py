@@ -40,10 +40,9 @@ from simnode.ep.lowlatency_links import warm
 from simnode.ep.lowlatency_plan import LLShape, build_plan
 from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
-from simnode.forked import can_fork
 from simnode.report.result import fig
 from simnode.workloads.registry import WorkloadKind
-from simnode.workloads.supernode import ep_result, run_kernels, two_processes
+from simnode.workloads.supernode import ep_result, run_kernels, warm_compiled
 
 FIELDS = (*fields.SHAPE, fields.DISPATCH_DTYPE, fields.COMBINE_DTYPE, fields.PHASE,
           *fields.ROUTING, fields.BATCH_WINDOW_NS, *LL_FIELDS, *params_of(LowLatencyCosts))
@@ -84,16 +83,22 @@ def run_for(kind_name: str, check):
             return LowLatencySim(topology, plan, costs, transport=params["transport"],
                                  form=params["form"], batch_window_ns=params["batch_window_ns"],
                                  tracer=tracer, on_progress=on_progress)
-        # combine forked beside dispatch (``run_kernels``) inherits the compiled link loop
-        # when it is loaded before the fork, not after: each process would load it again
-        if getattr(options, "jobs", 1) > 1 and two_processes(R, params["phase"]) and can_fork():
-            warm()
+
+        def warm_before_fork():
+            """What combine, forked beside dispatch (``run_kernels``), inherits rather than
+            loads again: the compiled link loop of the chains form over memory, the
+            engine's compiled loops otherwise."""
+            if params["transport"] == "memory" and params["form"] == "chains":
+                warm()
+            else:
+                warm_compiled()
+
         # the run's arrays and SimPy events hold no cycles worth a collection: the cyclic
         # collector, left on, walks them again and again as they pile up (~5% of EP256)
         enabled = gc.isenabled()
         gc.disable()
         try:
-            runs, util = run_kernels(make, params["phase"], R, options)
+            runs, util = run_kernels(make, params["phase"], R, options, warm_before_fork)
         finally:
             if enabled:
                 gc.enable()
