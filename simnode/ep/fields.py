@@ -173,8 +173,9 @@ def check_routing(params: dict, num_ranks: int, source: str) -> None:
         raise ConfigError(source, "hot_experts", params["hot_experts"],
                           f"at most num_experts - top_k = {e - k} hot experts, so that a token can "
                           f"pick {k} experts that are not hot")
-    try:                                        # a few tokens run every argument check
-        list(routes({**params, "tokens_per_rank": min(4, params["tokens_per_rank"])}, num_ranks))
+    try:                     # a few tokens of the first rank run every argument check
+        next(routes({**params, "tokens_per_rank": min(4, params["tokens_per_rank"])}, num_ranks),
+             None)
     except ConfigError as exc:
         if exc.source != "routing":
             raise

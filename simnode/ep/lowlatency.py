@@ -110,10 +110,15 @@ class _Kernel:
     prologue_ns: float
     chain: np.ndarray             #: per write: its chain
     step: np.ndarray              #: per write: its position in the chain
-    stage: np.ndarray             #: [chains, J] stage, stream and wait of each step
+    stage: np.ndarray             #: per write: its stage, stream and wait
     stream: np.ndarray
     wait: np.ndarray
     start: np.ndarray             #: [chains] when each chain starts after the prologue
+    steps: int                    #: the longest chain's writes
+
+    def grid(self, per_write: np.ndarray) -> np.ndarray:
+        """``per_write`` as a [chains, steps] array (``walk``'s)."""
+        return scatter(self.chain, self.step, (len(self.start), self.steps), per_write)
 
 
 class LowLatencySim(SendForms, AivCopies, EPKernel):
@@ -217,11 +222,8 @@ class LowLatencySim(SendForms, AivCopies, EPKernel):
         else:
             stream = np.full(len(w), st.mte3_ns(nbytes))
             wait = np.where(remote, c.remote_write_ns + stall + 2 * ow, 0.0) + after
-        shape = (R * A, J)
         stage = np.broadcast_to(stage, (len(w),))
-        self._k = _Kernel(prologue, chain, step, scatter(chain, step, shape, stage),
-                          scatter(chain, step, shape, stream), scatter(chain, step, shape, wait),
-                          start)
+        self._k = _Kernel(prologue, chain, step, stage, stream, wait, start, J)
         self._nbytes = nbytes
         if kind == "dispatch":
             self._prepare_receive()

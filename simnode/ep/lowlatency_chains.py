@@ -37,7 +37,8 @@ from simnode.ep.lowlatency_links import link_walk
 
 @dataclass(frozen=True)
 class Chains:
-    """Times of in-order write chains, ns from the chains' start: ``[chains, J]`` arrays."""
+    """Times of in-order write chains, ns from the chains' start: ``issue``, ``served`` and
+    ``done`` ``[chains, J]`` (``walk``) or per write (``shared_chains``)."""
     issue: np.ndarray
     served: np.ndarray
     done: np.ndarray
@@ -69,27 +70,23 @@ def shared_chains(chain: np.ndarray, step: np.ndarray, num_chains: int, start, s
                   rate, wait, links, link_cap, compiled=None) -> Chains:
     """``simnode.ep.lowlatency_links.link_walk`` for writes given with their chain and step
     (any order; ``links`` [W, K] the link ids of each one's path): the ``Chains`` ``walk``
-    would give, with each write's stream sharing its path's links."""
-    order = np.lexsort((step, chain))
-    per_write = [np.broadcast_to(np.asarray(a, dtype=float), chain.shape)[order]
-                 for a in (stage, base, size, rate, wait)]
-    issue_o, served_o, done_o = link_walk(chain[order], start, *per_write,
-                                          np.asarray(links)[order], link_cap, compiled)
-    issue_w, served_w, done_w = (np.empty(len(order)) for _ in range(3))
-    issue_w[order], served_w[order], done_w[order] = issue_o, served_o, done_o
-    J = int(step.max()) + 1 if step.size else 0
-    shape = (num_chains, J)
+    would give, with each write's stream sharing its path's links; its ``issue``, ``served``
+    and ``done`` per write, in the writes' order ([W], not [chains, J])."""
+    issue, served, done = link_walk(chain, step, start, stage, base, size, rate, wait, links,
+                                    link_cap, compiled)
     # the chain's wait for row preparation: issue - the previous write's done (or the start)
-    prev_done = np.asarray(start, dtype=float)[chain].copy()
+    start = np.asarray(start, dtype=float)
+    prev_done = start[chain].copy()
+    J = int(step.max()) + 1 if step.size else 0
+    at = np.full((num_chains, J), -1, np.int64)
+    at[chain, step] = np.arange(len(chain))
     later = step > 0
-    grid_done = scatter(chain, step, shape, done_w)
-    prev_done[later] = grid_done[chain[later], step[later] - 1]
+    prev_done[later] = done[at[chain[later], step[later] - 1]]
     exposed = np.zeros(num_chains)
-    np.add.at(exposed, chain, np.maximum(issue_w - prev_done, 0.0))
-    end = np.asarray(start, dtype=float).copy()
-    np.maximum.at(end, chain, done_w)
-    return Chains(scatter(chain, step, shape, issue_w), scatter(chain, step, shape, served_w),
-                  grid_done, exposed, end)
+    np.add.at(exposed, chain, np.maximum(issue - prev_done, 0.0))
+    end = start.copy()
+    np.maximum.at(end, chain, done)
+    return Chains(issue, served, done, exposed, end)
 
 
 def dense(src: np.ndarray, aiv: np.ndarray, order: np.ndarray, num_ranks: int,

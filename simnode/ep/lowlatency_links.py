@@ -73,22 +73,43 @@ def _rekey(heap, key, pos, link, value, size):
         _sift_down(heap, key, pos, pos[link], size)
 
 
-def _push(heap, key, pos, size, item, value):
-    """Add ``item`` with key ``value`` to the indexed heap of ``size`` items; the new size."""
-    key[item] = value
-    heap[size] = item
-    pos[item] = size
-    _sift_up(heap, key, pos, size)
+def _timed_push(hk, hi, size, item, value):
+    """Add ``item`` at time ``value`` to the heap of ``size`` (time, item) pairs; the new
+    size. The times sit beside the items (not looked up by item, as ``_rekey``'s keys of
+    the few links are), so a sift touches only the heap's own two arrays: the pending
+    writes are one per chain, thousands, and an indirect look-up missed the cache."""
+    k = size
+    while k > 0:
+        parent = (k - 1) // 2
+        if hk[parent] <= value:
+            break
+        hk[k] = hk[parent]
+        hi[k] = hi[parent]
+        k = parent
+    hk[k] = value
+    hi[k] = item
     return size + 1
 
 
-def _pop(heap, key, pos, size):
-    """Remove the top item of the indexed heap of ``size`` items; the new size."""
+def _timed_pop(hk, hi, size):
+    """Remove the earliest pair of the heap of ``size`` (``_timed_push``'s); the new size."""
     size -= 1
     if size > 0:
-        heap[0] = heap[size]
-        pos[heap[0]] = 0
-        _sift_down(heap, key, pos, 0, size)
+        value, item = hk[size], hi[size]
+        k = 0
+        while True:
+            child = 2 * k + 1
+            if child >= size:
+                break
+            if child + 1 < size and hk[child + 1] < hk[child]:
+                child += 1
+            if hk[child] >= value:
+                break
+            hk[k] = hk[child]
+            hi[k] = hi[child]
+            k = child
+        hk[k] = value
+        hi[k] = item
     return size
 
 
@@ -104,8 +125,10 @@ def _next_end(link, t, V, f, n, head, fifo, tag):
     return t + (tag[fifo[head[link]]] - V[link]) / f[link]
 
 
-def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issue, served, done):
-    """The event loop (see the module docstring); writes sorted by chain, then step."""
+def _loop(chain, first, after, start_of, stage, base, size, rate, wait, links, cap, moff, issue,
+          served, done):
+    """The event loop (see the module docstring): ``first`` [chains] each chain's first write,
+    ``after`` [W] the write after each in its chain (-1: its last)."""
     W = size.shape[0]
     K = links.shape[1]
     L = cap.shape[0]
@@ -122,23 +145,22 @@ def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issu
     key = np.full(L, _INF)
     heap = np.arange(L)
     pos = np.arange(L)
-    sk = np.zeros(2 * W)                           # pending starts (i) and local ends (W + i)
-    sh = np.zeros(2 * W, np.int64)
-    sp = np.zeros(2 * W, np.int64)
+    sk = np.zeros(W)                               # pending starts (i) and local ends (W + i):
+    sh = np.zeros(W, np.int64)                     # at most one per chain at a time
     ns = 0
-    for i in range(W):
-        if i == 0 or chain[i] != chain[i - 1]:
-            issue[i] = start_of[chain[i]] + stage[i]
-            ns = _push(sh, sk, sp, ns, i, issue[i] + base[i])
+    for h in range(first.shape[0]):
+        i = first[h]
+        issue[i] = start_of[chain[i]] + stage[i]
+        ns = _timed_push(sk, sh, ns, i, issue[i] + base[i])
     while True:
-        t_start = sk[sh[0]] if ns > 0 else _INF
+        t_start = sk[0] if ns > 0 else _INF
         t_link = key[heap[0]] if L > 0 else _INF
         if t_start == _INF and t_link == _INF:
             break
         finished = -1
         if t_start <= t_link:
             t, i = t_start, sh[0]
-            ns = _pop(sh, sk, sp, ns)
+            ns = _timed_pop(sk, sh, ns)
             if i >= W:                             # a local write's end
                 finished = i - W
             else:
@@ -157,7 +179,7 @@ def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issu
                         _rekey(heap, key, pos, link, _next_end(link, t, V, f, n, head, fifo, tag), L)
                 parts[i] = used
                 if used == 0:                      # a local write: its own rate alone
-                    ns = _push(sh, sk, sp, ns, W + i, t + size[i] / rate[i])
+                    ns = _timed_push(sk, sh, ns, W + i, t + size[i] / rate[i])
         else:
             link = heap[0]
             t = t_link
@@ -174,35 +196,59 @@ def _loop(chain, start_of, stage, base, size, rate, wait, links, cap, moff, issu
             i = finished
             served[i] = t
             done[i] = t + wait[i]
-            nxt = i + 1
-            if nxt < W and chain[nxt] == chain[i]:
+            nxt = after[i]
+            if nxt >= 0:
                 issue[nxt] = max(issue[i] + stage[nxt], done[i])
-                ns = _push(sh, sk, sp, ns, nxt, issue[nxt] + base[nxt])
+                ns = _timed_push(sk, sh, ns, nxt, issue[nxt] + base[nxt])
     return 0
 
 
-def link_walk(chain, start_of, stage, base, size, rate, wait, links, cap, compiled=None):
-    """(issue, served, done) [W] of writes sorted by ``chain`` (then step): each starts
-    ``base`` ns after it is issued and streams ``size`` bytes at ``rate`` alone, sharing the
-    links of its row of ``links`` [W, K] (ids into ``cap``, -1: none) with the writes on
-    them; the writes on one link must share one size and one rate. ``start_of[c]``: when
-    chain c may begin. ``compiled``: None = from ``COMPILED_FROM_WRITES`` writes on."""
-    links = np.asarray(links, np.int64).reshape(size.shape[0], -1)
-    W = size.shape[0]
+def link_walk(chain, step, start_of, stage, base, size, rate, wait, links, cap, compiled=None):
+    """(issue, served, done) [W] of writes given by their ``chain`` and ``step`` in it (0, 1,
+    ... in every chain; any order): each starts ``base`` ns after it is issued and streams
+    ``size`` bytes at ``rate`` alone, sharing the links of its row of ``links`` [W, K] (ids
+    into ``cap``, -1: none) with the writes on them; the writes on one link must share one
+    size and one rate. ``start_of[c]``: when chain c may begin. ``compiled``: None = from
+    ``COMPILED_FROM_WRITES`` writes on.
+
+    The loop takes the writes step-major (every chain's first write, then every chain's
+    second, ...): the writes in flight at one time are then near each other in memory."""
+    chain, step = np.asarray(chain, np.int64), np.asarray(step, np.int64)
+    W = chain.shape[0]
+    C = len(start_of)
+    links = np.asarray(links, np.int64).reshape(W, -1)
     L = cap.shape[0]
-    used = links[links >= 0]
-    per = np.bincount(used, minlength=L)
+    J = int(step.max()) + 1 if W else 0
+    perm = np.argsort(step * C + chain)                  # step-major, chains in order
+    at = np.full((C, J + 1), -1, np.int64)               # [chain, step]: where it is in perm
+    at[chain[perm], step[perm]] = np.arange(W)
+    first = at[:, 0][at[:, 0] >= 0]
+    after = at[chain[perm], step[perm] + 1]
+    links = links[perm]
+    per = np.bincount(links[links >= 0], minlength=L)
     moff = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
     issue, served, done = np.zeros(W), np.zeros(W), np.zeros(W)
     fn = _loop
     if compiled is None:
         compiled = W >= COMPILED_FROM_WRITES
     if compiled:
-        fns = compile_functions((_sift_up, _sift_down, _rekey, _push, _pop, _advance, _next_end,
-                                 _loop), {"np": np, "_INF": _INF})
+        fns = compile_functions((_sift_up, _sift_down, _rekey, _timed_push, _timed_pop, _advance,
+                                 _next_end, _loop), {"np": np, "_INF": _INF})
         if fns is not None:
             fn = fns["_loop"]
-    fn(np.asarray(chain, np.int64), np.asarray(start_of, float), np.asarray(stage, float),
-       np.asarray(base, float), np.asarray(size, float), np.asarray(rate, float),
-       np.asarray(wait, float), links, np.asarray(cap, float), moff, issue, served, done)
-    return issue, served, done
+    per_write = [np.broadcast_to(np.asarray(a, dtype=float), (W,))[perm]
+                 for a in (stage, base, size, rate, wait)]
+    fn(chain[perm], first, after, np.asarray(start_of, float), *per_write, links,
+       np.asarray(cap, float), moff, issue, served, done)
+    out = [np.empty(W) for _ in range(3)]
+    for o, x in zip(out, (issue, served, done)):
+        o[perm] = x
+    return tuple(out)
+
+
+def warm() -> None:
+    """Load the compiled loop now (numba's import, its compiler's set-up and the cached
+    machine code: ~0.4 s), so that a process forked after this inherits it."""
+    one, zero = np.ones(1), np.zeros(1)
+    link_walk(np.zeros(1, np.int64), np.zeros(1, np.int64), zero, zero, zero, one, one, zero,
+              np.zeros((1, 1), np.int64), one, compiled=True)

@@ -374,8 +374,12 @@ class LowLatencyPlan(TrafficPlan):
         first = _starts(per_owner)
         i = np.arange(len(sel)) - first[owner]                  # row index at its owner
         n = np.stack([split(int(m), A) for m in per_owner])     # [R, A] rows per AIV
-        start = np.concatenate([np.zeros((R, 1), np.int64), np.cumsum(n, axis=1)[:, :-1]], axis=1)
-        aiv = (i[:, None] >= np.cumsum(n, axis=1)[owner]).sum(axis=1)
+        ends = np.cumsum(n, axis=1)
+        start = ends - n
+        # the AIV holding each row: the owner's AIV ends at or before it, counted over every
+        # owner's ends laid end to end (all earlier owners' R x A ends are at or before it)
+        aiv = np.searchsorted((first[:, None] + ends).ravel(), first[owner] + i, side="right") \
+            - owner * A
         mine = n[owner, aiv]
         loop = i - start[owner, aiv]
         # the row an AIV handles at its loop-th step: start + (loop + owner) mod count
@@ -415,28 +419,27 @@ def build_plan(topk_by_rank, shape: LLShape) -> LowLatencyPlan:
         raise ValueError(f"expert ids must be in -1..{E - 1}")
     E_l, A = shape.experts_per_rank, shape.num_aiv
     win = shape.window()
-    cols = {n: [] for n in ("src", "aiv", "order", "token", "k", "expert", "slot")}
-    counts = np.zeros((R, E), dtype=np.int64)
-    for s in range(R):
-        flat = topk[s].reshape(-1)
-        idx = np.flatnonzero(flat >= 0)                   # the valid pairs, flat order t * K + k
-        ex = flat[idx]
-        n = split(len(idx), A)
-        aiv = np.repeat(np.arange(A), n)
-        # slot: rank among this source's earlier pairs to the same expert
-        order = np.argsort(ex, kind="stable")
-        grp_start = _starts(np.bincount(ex, minlength=E))
-        slot = np.empty(len(idx), dtype=np.int64)
-        slot[order] = np.arange(len(idx)) - grp_start[ex[order]]
-        counts[s] = np.bincount(ex, minlength=E)
-        cols["src"].append(np.full(len(idx), s))
-        cols["aiv"].append(aiv)
-        cols["order"].append(np.arange(len(idx)) - _starts(n)[aiv])
-        cols["token"].append(idx // K)
-        cols["k"].append(idx % K)
-        cols["expert"].append(ex)
-        cols["slot"].append(slot)
-    c = {n: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64) for n, v in cols.items()}
+    # every source's valid pairs, in flat order t * K + k, source after source
+    flat = topk.reshape(R, T * K)
+    src, idx = np.nonzero(flat >= 0)
+    ex = flat[src, idx]
+    n = np.bincount(src, minlength=R)
+    pos = np.arange(len(idx)) - _starts(n)[src]            # the pair's place at its source
+    # AIV shares (``split``): q each, one more to the first n mod A AIVs
+    q, rem = n[src] // A, n[src] % A
+    big = rem * (q + 1)                                    # pairs on the AIVs of q + 1
+    aiv = np.where(pos < big, pos // np.maximum(q + 1, 1), rem + (pos - big) // np.maximum(q, 1))
+    order = pos - (aiv * q + np.minimum(aiv, rem))
+    # slot: rank among this source's earlier pairs to the same expert
+    group = src * E + ex
+    by_group = np.argsort(group, kind="stable")
+    per_group = np.bincount(group, minlength=R * E)
+    slot = np.empty(len(idx), dtype=np.int64)
+    slot[by_group] = np.arange(len(idx)) - _starts(per_group)[group[by_group]]
+    counts = per_group.reshape(R, E)
+    c = {"src": src, "aiv": aiv, "order": order, "token": idx // K, "k": idx % K, "expert": ex,
+         "slot": slot}
+    c = {name: v.astype(np.int64) for name, v in c.items()}
     dst = c["expert"] // E_l
     region = c["src"] * E_l + c["expert"] % E_l
     offset = win.combine_half + region * (shape.max_tokens_per_rank * shape.slot_bytes) \

@@ -57,15 +57,15 @@ class SendForms:
             rates = self.st.rates
             size = np.where(remote, float(self.net.wire_bytes(self._nbytes)), self._nbytes)
             links, cap = self._path_links(w.src, w.dst)
-            ch = shared_chains(k.chain, k.step, R * A, k.start, k.stage[k.chain, k.step],
-                               rates.mte3_base_ns, size, rates.mte3_GBps * size / self._nbytes,
-                               k.wait[k.chain, k.step], links, cap)
+            ch = shared_chains(k.chain, k.step, R * A, k.start, k.stage, rates.mte3_base_ns,
+                               size, rates.mte3_GBps * size / self._nbytes, k.wait, links, cap)
+            served, done = ch.served, ch.done                  # [writes]
         else:
-            ch = walk(k.stage, k.stream, k.wait, k.start)
-        served = ch.served[k.chain, k.step]
+            ch = walk(k.grid(k.stage), k.grid(k.stream), k.grid(k.wait), k.start)
+            served, done = ch.served[k.chain, k.step], ch.done[k.chain, k.step]
         self._rel_end = ch.end.reshape(R, A)
         self._rel_exposed = ch.exposed_stage.reshape(R, A)
-        self._rel_done = ch.done[k.chain, k.step]              # [writes]
+        self._rel_done = done
         last = np.zeros(R)
         np.maximum.at(last, w.src[remote], served[remote])
         self._span = np.maximum(last, 1e-9)                     # [R] its last remote byte leaves
@@ -144,7 +144,8 @@ class SendForms:
         edge links (first or last of a path) its writes come from, or of all they go to
         (a non-blocking Clos's leaf and spine links); an oversubscribed one stays."""
         R = self.spec.num_ranks
-        pairs = np.unique(src * R + dst)
+        key = src * R + dst
+        pairs = np.flatnonzero(np.bincount(key, minlength=R * R))
         rows, _ = self.net.routes.route(pairs // R, pairs % R)
         rows = np.where((pairs // R == pairs % R)[:, None], -1, rows)
         n_used = (rows >= 0).sum(axis=1)
@@ -166,7 +167,9 @@ class SendForms:
         used, idx = np.unique(rows[rows >= 0], return_inverse=True)
         ids = np.full(rows.shape, -1)
         ids[rows >= 0] = idx
-        return ids[np.searchsorted(pairs, src * R + dst)], capacity[used]
+        of_pair = np.zeros(R * R, np.int64)
+        of_pair[pairs] = np.arange(len(pairs))
+        return ids[of_pair[key]], capacity[used]
 
     # -- per write -------------------------------------------------------------------------------
     def prepare_per_write(self) -> None:
@@ -195,14 +198,13 @@ class SendForms:
         urma = self.transport == "urma"
         pending = []
         for i in self._by_chain[c]:
-            j = k.step[i]
-            ready = last_issue + k.stage[c, j]
+            ready = last_issue + k.stage[i]
             exposed[a] += max(ready - last_done, 0.0)
             issue = max(ready, last_done)
             yield env.timeout(issue - env.now)
             dst = int(w.dst[i])
             if dst == r or urma:
-                served = issue + k.stream[c, j]
+                served = issue + k.stream[i]
                 yield env.timeout(served - env.now)
                 if dst != r:                  # URMA: the Jetty takes the posted writes in order
                     tr = self.ends.send(r, dst, self._nbytes, self.spec.wqebb_bytes, 1, flow_key=a,
@@ -210,13 +212,13 @@ class SendForms:
                     self.payload_sent += self._nbytes
                     pending.append((tr, dst))
                     yield tr.injected
-                done = max(env.now, served) + k.wait[c, j]
+                done = max(env.now, served) + k.wait[i]
             else:
                 yield env.timeout(rates.mte3_base_ns)
                 yield self.copy_flow(r, dst, self._nbytes, aiv, self._nbytes / rates.mte3_GBps,
                                      from_ub=True)
                 # landed (one way): the remote cost and the acknowledgement's way back remain
-                done = env.now + k.wait[c, j] - self.one_way_ns[r, dst]
+                done = env.now + k.wait[i] - self.one_way_ns[r, dst]
             if on_done is not None:
                 on_done(int(i), done)
             last_issue, last_done = issue, done

@@ -5,14 +5,20 @@ SwiGLU by rows per AIV, each with the burst shape of its loads.
 every block has BLOCK_M rows (the contiguous layout pads them so). At decode an expert holds a
 few dozen rows: the masked and packed layouts give each block exactly its expert's rows, and
 a wave of blocks of 16 rows costs less than one of 128 (the cube, the A loads) or the same
-(the FP4 decode binds). So this form keys the cost by a block's rows::
+(the FP4 decode binds). So this form keys the cost by a block's rows: ``unit(r)`` per block
+and ``fixed(r)`` per kernel, linear between knots ``BLOCK_ROW_KNOTS`` of the row count, each
+knot fitted from two pipe-level runs of experts of exactly r rows (one and two waves, the
+tiling pinned to the kernel's), blocks dealt to cores as the kernel deals them, the kernel's
+time its busiest core's. Knots are made on demand and memoized per process.
 
-    core time = fixed(r) + sum over the core's blocks b of unit(r_b)
-
-with ``unit(r)`` and ``fixed(r)`` linear between knots ``BLOCK_ROW_KNOTS`` of the row count,
-each knot fitted from two pipe-level runs of experts of exactly r rows (one and two waves,
-the tiling pinned to the kernel's), blocks dealt to cores as the kernel deals them, the
-kernel's time its busiest core's. Knots are made on demand and memoized per process.
+A core's blocks are not a sum of units when their rows differ: its pipes overlap across
+blocks (the AIVs decode the next block's weights while the cube multiplies this one), so a
+block that binds the cube hides under blocks that bind the decode. Each knot also records,
+per block, each pipe's busy time and its copies' stalls on the shared L2 and HBM (the same
+runs), and a core's time is its busiest pipe's sum over its blocks plus each block's wait
+beyond its busiest pipe (``core_ns``); the stalls, measured with every core loading, scale
+with the share of cores still running beside a block (a partial last wave meets less
+contention). Experts of even rows give the knots' units exactly.
 
 Burst shape. A replayed kernel asks the HBM for its bytes; how it slows when the HBM is
 shared depends on when its loads come, not only on how many bytes. A third pipe-level run per
@@ -68,18 +74,52 @@ _KEYS: dict = {}                  # (id(chip), id(params)) -> (chip, params, key
 @dataclass(frozen=True)
 class Knot:
     """The cost of blocks of ``rows`` rows: ``fixed_ns`` once per kernel and ``unit_ns`` per
-    block on a core, alone and (``*_half_ns``) at half the HBM bandwidth."""
+    block on a core, alone and (``*_half_ns``) at half the HBM bandwidth; ``pipes`` (and
+    ``pipes_half``): per block, the time each pipe of a core is busy and the time its copies
+    stalled on the L2 and HBM every core shares, {(unit, pipe): (busy ns, stall ns)}
+    (``core_ns``)."""
     rows: int
     fixed_ns: float
     unit_ns: float
     fixed_half_ns: float
     unit_half_ns: float
+    pipes: dict = dataclasses.field(default_factory=dict, compare=False)
+    pipes_half: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def mix(self, other: "Knot", w: float, rows: int) -> "Knot":
         """The knot ``w`` of the way from this one to ``other``."""
-        f = [a + w * (b - a) for a, b in zip(dataclasses.astuple(self)[1:],
-                                            dataclasses.astuple(other)[1:])]
-        return Knot(rows, *f)
+        f = [a + w * (b - a) for a, b in zip(dataclasses.astuple(self)[1:5],
+                                            dataclasses.astuple(other)[1:5])]
+        zero = (0.0, 0.0)
+        pipes = [{k: tuple(x + w * (y - x) for x, y in zip(a.get(k, zero), b.get(k, zero)))
+                  for k in {*a, *b}}
+                 for a, b in ((self.pipes, other.pipes), (self.pipes_half, other.pipes_half))]
+        return Knot(rows, *f, *pipes)
+
+
+def core_ns(knots: list, active=None, half: bool = False) -> float:
+    """A core's time for its blocks (``knots``, one per block, in order) past the kernel's
+    fixed part. A core's pipes overlap across its blocks: the AIVs decode (or MTE2 loads)
+    the next block's weights while the cube multiplies this one's, so a block that binds the
+    cube does not add to blocks that bind the decode. So each pipe's time adds up over the
+    blocks and the busiest pipe's sum sets the core's time, plus each block's own wait beyond
+    its busiest pipe (its unit less that, at the knot). A pipe's stalls on the shared L2 and
+    HBM were measured with every core loading (the knot's waves are full); block j runs
+    beside ``active[j]`` of them (a share), and its stalls scale with it. Blocks of one
+    size, every core busy, give the knot's units exactly."""
+    if not knots:
+        return 0.0
+    sums, rest = {}, 0.0
+    for j, k in enumerate(knots):
+        pipes = k.pipes_half if half else k.pipes
+        unit = k.unit_half_ns if half else k.unit_ns
+        share = 1.0 if active is None else active[j]
+        top = 0.0
+        for name, (busy, stall) in pipes.items():
+            sums[name] = sums.get(name, 0.0) + busy + share * stall
+            top = max(top, busy + stall)
+        rest += unit - top
+    return max(sums.values(), default=0.0) + rest
 
 
 def pinned(chip, p: GroupedGemmParams) -> GroupedGemmParams:
@@ -89,11 +129,16 @@ def pinned(chip, p: GroupedGemmParams) -> GroupedGemmParams:
                    l1_stages=t.l1_stages, num_cores=t.num_cores, max_m=0)
 
 
-def _run(chip, p) -> tuple[float, float]:
-    """(makespan ns, HBM bytes) of ``p`` on the pipe-level engine."""
+def _run(chip, p) -> tuple[float, float, dict]:
+    """(makespan ns, HBM bytes, {(unit, pipe): busy + stalled ns, mean over the cores}) of
+    ``p`` on the pipe-level engine."""
     from simnode.hardware.chip import ChipSim
     run = ChipSim(chip).run(grouped_gemm_schedule(chip, p))
-    return run.makespan_ns, run.hbm_bytes
+    pipes: dict = {}
+    for (_core, unit, pipe), st in run.pipe_stats.items():
+        pipes.setdefault((unit, pipe), []).append((st.busy_ns, st.stall_ns))
+    return run.makespan_ns, run.hbm_bytes, {
+        k: tuple(sum(x) / len(v) for x in zip(*v)) for k, v in pipes.items()}
 
 
 def _key(chip, p) -> tuple:
@@ -116,15 +161,20 @@ def knot(chip, p: GroupedGemmParams, rows: int) -> Knot:
     per_expert = math.ceil(p.n / t.block_n)                  # blocks of one expert of <= BLOCK_M rows
     e1 = max(1, math.ceil(t.num_cores / per_expert))
     waves = [math.ceil(e * per_expert / t.num_cores) for e in (e1, 2 * e1)]
-    fit, hbm = [], 0.0
+    fit, pipes, hbm = [], [], 0.0
     for c in (chip, profiles.half_hbm(chip)):
         if fit and hbm / c.memory.hbm_bandwidth_GBps < UNBOUND_SHARE * t2:
             fit += fit                      # half the bandwidth cannot bind: the same costs
+            pipes += pipes
             break
-        (t1, _), (t2, hbm) = (_run(c, replace(p, m_per_expert=(rows,) * e)) for e in (e1, 2 * e1))
+        (t1, _, p1), (t2, hbm, p2) = (_run(c, replace(p, m_per_expert=(rows,) * e))
+                                      for e in (e1, 2 * e1))
         unit = (t2 - t1) / (waves[1] - waves[0])
         fit += [t1 - waves[0] * unit, unit]
-    k = Knot(rows, *fit)
+        pipes.append({name: tuple((b - a) / (waves[1] - waves[0])
+                                  for a, b in zip(p1.get(name, (0.0, 0.0)), ns))
+                      for name, ns in p2.items()})
+    k = Knot(rows, *fit, *pipes)
     _MEMO[key] = k
     return k
 
@@ -184,18 +234,23 @@ def segments(chip, p: GroupedGemmParams) -> tuple[list, float]:
         half = prof.fixed_half_ns + units * prof.unit_half_ns
         segs = profiles.with_hbm_bytes(prof.segments(units), hbm)
         return segs, gap_share(chip, prof.time_ns(units), half, hbm)
-    busiest, best = [], -1.0
+    busiest, best, best_half = [], -1.0, 0.0
     costs: dict = {}
-    for rows in block_rows_by_core(chip, q):
+    by_core = block_rows_by_core(chip, q)
+    # the share of the cores still running blocks as each core runs its j-th
+    active = [sum(len(b) > j for b in by_core) / len(by_core)
+              for j in range(max(map(len, by_core), default=0))]
+    for rows in by_core:
         knots = [costs[r] if r in costs else costs.setdefault(r, cost(chip, q, r)) for r in rows]
-        total = sum(k.unit_ns for k in knots)
+        total = core_ns(knots, active)
         if total > best:
             busiest, best = knots, total
+        best_half = max(best_half, core_ns(knots, active, half=True))
     if not busiest:
         return [], 0.0
     mean = cost(chip, q, round(sum(k.rows for k in busiest) / len(busiest)))
     alone = mean.fixed_ns + best
-    half = mean.fixed_half_ns + sum(k.unit_half_ns for k in busiest)
+    half = mean.fixed_half_ns + best_half
     gap = gap_share(chip, alone, half, hbm)
     n = max(1, min(MAX_SEGMENTS - 1, len(busiest)))
     parts = [best / n] * n

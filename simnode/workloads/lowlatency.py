@@ -13,6 +13,8 @@ kernels have. ``ll_kind(name, doc, limits, transports, dtypes_why)`` builds one
 - check: the family's (``simnode.ep.size.topology_for``), then the API's limits
   (``simnode.ep.lowlatency_plan.check_limits``: tokens per rank, top-k, experts, hidden, EP
   size, dtypes, and the window against the rank's HBM) and the kind's transports;
+- run: dispatch and combine as the EP family runs them (``run_kernels``: combine forked
+  beside dispatch from EP64 on, the compiled link loop loaded first);
 - result: per kernel its time (``us``, the figure published for these kernels: mean over
   ranks; ``us_max``: the slowest rank's), its steps (``steps_us``: launch, quantize, write,
   status, wait, copy, reduce, mean over ranks; they add up to ``us``), the benchmark's
@@ -23,7 +25,7 @@ kernels have. ``ll_kind(name, doc, limits, transports, dtypes_why)`` builds one
 
 from __future__ import annotations
 
-import dataclasses
+import gc
 
 import numpy as np
 
@@ -34,12 +36,13 @@ from simnode.ep.lowlatency import FIELDS as LL_FIELDS
 from simnode.ep.lowlatency import STEPS, LowLatencySim, steps_of
 from simnode.ep.lowlatency_costs import LowLatencyCosts
 from simnode.ep.lowlatency_limits import check_limits
+from simnode.ep.lowlatency_links import warm
 from simnode.ep.lowlatency_plan import LLShape, build_plan
 from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
 from simnode.report.result import fig
 from simnode.workloads.registry import WorkloadKind
-from simnode.workloads.supernode import ep_result, run_kernels
+from simnode.workloads.supernode import ep_result, run_kernels, warm_compiled
 
 FIELDS = (*fields.SHAPE, fields.DISPATCH_DTYPE, fields.COMBINE_DTYPE, fields.PHASE,
           *fields.ROUTING, fields.BATCH_WINDOW_NS, *LL_FIELDS, *params_of(LowLatencyCosts))
@@ -80,10 +83,25 @@ def run_for(kind_name: str, check):
             return LowLatencySim(topology, plan, costs, transport=params["transport"],
                                  form=params["form"], batch_window_ns=params["batch_window_ns"],
                                  tracer=tracer, on_progress=on_progress)
-        # a low-latency kernel runs in a second or two: a forked combine costs more than it saves
-        if options is not None and getattr(options, "jobs", 1) > 1:
-            options = dataclasses.replace(options, jobs=1)
-        runs, util = run_kernels(make, params["phase"], R, options)
+
+        def warm_before_fork():
+            """What combine, forked beside dispatch (``run_kernels``), inherits rather than
+            loads again: the compiled link loop of the chains form over memory, the
+            engine's compiled loops otherwise."""
+            if params["transport"] == "memory" and params["form"] == "chains":
+                warm()
+            else:
+                warm_compiled()
+
+        # the run's arrays and SimPy events hold no cycles worth a collection: the cyclic
+        # collector, left on, walks them again and again as they pile up (~5% of EP256)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            runs, util = run_kernels(make, params["phase"], R, options, warm_before_fork)
+        finally:
+            if enabled:
+                gc.enable()
         out = plan.output(params["output_layout"])
         win = shape.window()
         header = [

@@ -169,14 +169,15 @@ class SimClock:
             self.bar.close()
 
 
-def run_kernels(make, phase: str, ranks: int, options=None) -> tuple[dict, dict]:
+def run_kernels(make, phase: str, ranks: int, options=None, warm=None) -> tuple[dict, dict]:
     """({kind: PhaseRun}, {kind: link_util}) of the kernels ``phase`` names ("both",
     "dispatch", "combine"), in that order. ``make(tracer, on_progress)`` gives a fresh
     ``simnode.ep.kernel.EPKernel``. Dispatch and combine are two separate simulations of the
     same plan (each its own clock and network), so with ``options.jobs`` >= 2 and no trace,
     combine runs in a forked process beside dispatch at the sizes ``two_processes`` allows,
-    with the result the sequential loop gives; numba is imported once, before the fork, and
-    only combine draws a progress line."""
+    with the result the sequential loop gives; numba is imported once, before the fork (by
+    ``warm()``, the member's, or ``warm_compiled`` from ``COMPILED_FROM_RANKS``), and only
+    combine draws a progress line."""
     phases = ("dispatch", "combine") if phase == "both" else (phase,)
     tracer = EPTracer.open(options)
     show = options is not None and getattr(options, "progress", False)
@@ -195,7 +196,9 @@ def run_kernels(make, phase: str, ranks: int, options=None) -> tuple[dict, dict]
     results = {}
     try:
         if jobs >= 2 and tracer is None and two_processes(ranks, phase) and can_fork():
-            if ranks >= COMPILED_FROM_RANKS:
+            if warm is not None:
+                warm()
+            elif ranks >= COMPILED_FROM_RANKS:
                 warm_compiled()
             combine = in_child(lambda: one("combine"))
             try:

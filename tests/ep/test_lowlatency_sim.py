@@ -72,9 +72,12 @@ def test_the_link_loop_runs_the_same_interpreted_and_compiled():
     rng = np.random.default_rng(3)
     W, C = 600, 40
     chain = np.sort(rng.integers(0, C, W))
+    step = np.arange(W) - np.searchsorted(chain, chain)   # each write's place in its chain
     links = np.stack([chain // 8, 5 + rng.integers(0, 5, W)], axis=1)
     links[rng.random(W) < 0.1] = -1                       # some local writes
-    args = (chain, np.zeros(C), rng.uniform(100, 900, W), np.full(W, 97.0), np.full(W, 7404.0),
+    shuffle = rng.permutation(W)                          # the writes come in any order
+    chain, step, links = chain[shuffle], step[shuffle], links[shuffle]
+    args = (chain, step, np.zeros(C), rng.uniform(100, 900, W), np.full(W, 97.0), np.full(W, 7404.0),
             np.full(W, 95.0), rng.uniform(0, 4000, W), links, np.full(10, 300.0))
     slow = link_walk(*args, compiled=False)
     fast = link_walk(*args, compiled=True)
@@ -84,10 +87,10 @@ def test_the_link_loop_runs_the_same_interpreted_and_compiled():
 
 def test_alone_a_write_streams_at_its_rate_and_shared_links_split_evenly():
     # two chains of one write each on one link of 100 B/ns, each at most 80 B/ns alone
-    one = link_walk(np.array([0]), np.zeros(1), np.zeros(1), np.zeros(1), np.array([800.0]),
+    one = link_walk(np.array([0]), np.array([0]), np.zeros(1), np.zeros(1), np.zeros(1), np.array([800.0]),
                     np.array([80.0]), np.zeros(1), np.array([[0]]), np.array([100.0]))
     assert one[1][0] == pytest.approx(10.0)
-    two = link_walk(np.array([0, 1]), np.zeros(2), np.zeros(2), np.zeros(2), np.full(2, 800.0),
+    two = link_walk(np.array([0, 1]), np.array([0, 0]), np.zeros(2), np.zeros(2), np.zeros(2), np.full(2, 800.0),
                     np.full(2, 80.0), np.zeros(2), np.array([[0], [0]]), np.array([100.0]))
     assert two[1] == pytest.approx([16.0, 16.0])        # 50 B/ns each
 
@@ -98,7 +101,10 @@ class _SlowAiv(LowLatencySim):
 
     def prepare(self, kind):
         super().prepare(kind)
-        self._k.stage[3, 0] += 50_000.0
+        k = self._k
+        first = np.flatnonzero((k.chain == 3) & (k.step == 0))    # chain 3: rank 0's AIV 3
+        k.stage = k.stage.copy()
+        k.stage[first] += 50_000.0
         if self.form == "chains":
             self.prepare_chains()
 

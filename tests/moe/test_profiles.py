@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import simpy
 
@@ -125,6 +126,47 @@ def test_decode_grouped_gemm_replays_as_the_pipe_level_engine_runs_it(kernel, ro
     """8 experts of ``rows`` rows each (V4-Flash's at EP32), 2048 x 2048 per expert: the
     block-rows form within 2% alone and 5% with half the HBM, loads' bursts included."""
     p = GroupedGemmParams((rows,) * 8, 2048, 2048, **DECODE_KERNELS[kernel])
+    _check_decode(*decode_profiles.segments(CHIP, p), grouped_gemm_schedule, p)
+
+
+#: the layer's two expert kernels: routed W4A8 (CANN's), shared / W8A8 (S3's masked)
+LAYER_KERNELS = ("cann-w4a8", "s3-w8a8")
+
+
+@pytest.mark.parametrize("rows", DECODE_ROWS)
+@pytest.mark.parametrize("kernel", LAYER_KERNELS)
+def test_decode_grouped_gemm_holds_at_16_experts(kernel, rows):
+    """16 local experts (V4-Flash at EP16: 256 / 16): 8 to 16 waves, where the knots' fits
+    have one and two."""
+    p = GroupedGemmParams((rows,) * 16, 2048, 2048, **DECODE_KERNELS[kernel])
+    _check_decode(*decode_profiles.segments(CHIP, p), grouped_gemm_schedule, p)
+
+
+def zipf_counts(experts: int, mean: int) -> tuple:
+    """Rows per expert falling as 1 / rank (at least 1), ``mean`` on average, in a fixed
+    shuffled order: a skewed routing's counts."""
+    w = 1.0 / np.arange(1, experts + 1)
+    c = np.maximum(1, np.round(w / w.sum() * experts * mean)).astype(int)
+    return tuple(int(x) for x in np.random.default_rng(0).permutation(c))
+
+
+# Where uneven experts still miss (measured, 16 experts): near and past the point where the
+# decode and the A loads balance, the pipe-level cores that run different rows drift out of
+# step and stall less on the shared L2 than the knots' cores, which all run one program in
+# step (CANN at 64 rows: +4% alone; at 256: +2.3%); S3's experts of several m-blocks take
+# the wave profile (64 rows: -2.1% alone, -4.5% half; 256: +7% with half the HBM).
+_UNEVEN_MISSES = {("cann-w4a8", 64), ("cann-w4a8", 256), ("s3-w8a8", 64), ("s3-w8a8", 256)}
+
+
+@pytest.mark.parametrize("rows", DECODE_ROWS)
+@pytest.mark.parametrize("kernel", LAYER_KERNELS)
+def test_decode_grouped_gemm_holds_for_zipf_like_experts(kernel, rows, request):
+    """16 experts of zipf-like counts: a core's blocks of different rows overlap their
+    pipes (``decode_profiles.core_ns``), so a heavy block that binds the cube hides under
+    light ones that bind the decode (CANN at 16 rows: +6.4% as a sum of units, +0.1% now)."""
+    if (kernel, rows) in _UNEVEN_MISSES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="out-of-step cores (above)"))
+    p = GroupedGemmParams(zipf_counts(16, rows), 2048, 2048, **DECODE_KERNELS[kernel])
     _check_decode(*decode_profiles.segments(CHIP, p), grouped_gemm_schedule, p)
 
 
