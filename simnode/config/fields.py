@@ -92,6 +92,12 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
+def _shown(bound) -> str:
+    """A bound as an error prints it: 2,147,483,647, 1e+06, 0.5."""
+    return f"{bound:,}" if isinstance(bound, int) and abs(bound) >= 10 ** 6 else f"{bound:g}" \
+        if isinstance(bound, float) else str(bound)
+
+
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
     import difflib                      # (only when a name is wrong: not on every run's import)
     close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
@@ -160,11 +166,12 @@ class Reader:
 
     def _bounded(self, key: str, value, min_value, max_value, noun: str) -> None:
         if min_value is not None and value < min_value:
-            raise self.error(key, value, f"{noun} >= {min_value}")
+            raise self.error(key, value, f"{noun} >= {_shown(min_value)}")
         if max_value is not None and value > max_value:
-            raise self.error(key, value, f"{noun} <= {max_value}")
+            raise self.error(key, value, f"{noun} <= {_shown(max_value)}")
 
-    def integer_list(self, key: str, *, min_value: int | None = None, default=_MISSING) -> tuple:
+    def integer_list(self, key: str, *, min_value: int | None = None,
+                     max_value: int | None = None, default=_MISSING) -> tuple:
         """A list of integers (YAML ``[1, 2, 3]``), as a tuple."""
         value = self.raw(key, default)
         if not isinstance(value, (list, tuple)) or any(
@@ -172,6 +179,8 @@ class Reader:
             raise self.error(key, value, "a list of integers, e.g. [3072, 2990, 3105]")
         if min_value is not None and any(v < min_value for v in value):
             raise self.error(key, value, f"a list of integers >= {min_value}")
+        if max_value is not None and any(v > max_value for v in value):
+            raise self.error(key, value, f"a list of integers <= {max_value}")
         return tuple(int(v) for v in value)
 
     def boolean(self, key: str, default=_MISSING) -> bool:
