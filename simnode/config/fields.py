@@ -155,20 +155,23 @@ class Reader:
 
     def integer(self, key: str, *, min_value: int | None = None, max_value: int | None = None,
                 default=_MISSING) -> int:
-        value = self.raw(key, default)
+        given = value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and math.isfinite(value) and value.is_integer():
                 value = int(value)
             else:
                 raise self.error(key, value, "an integer")
-        self._bounded(key, value, min_value, max_value, "an integer")
+        self._bounded(key, value, min_value, max_value, "an integer", given)
         return int(value)
 
-    def _bounded(self, key: str, value, min_value, max_value, noun: str) -> None:
+    def _bounded(self, key: str, value, min_value, max_value, noun: str, given=None) -> None:
+        """Refuse ``value`` outside the bounds; the error shows it as given (1e+30, not the
+        31 digits of the integer it reads as)."""
+        shown = value if given is None else given
         if min_value is not None and value < min_value:
-            raise self.error(key, value, f"{noun} >= {_shown(min_value)}")
+            raise self.error(key, shown, f"{noun} >= {_shown(min_value)}")
         if max_value is not None and value > max_value:
-            raise self.error(key, value, f"{noun} <= {_shown(max_value)}")
+            raise self.error(key, shown, f"{noun} <= {_shown(max_value)}")
 
     def integer_list(self, key: str, *, min_value: int | None = None,
                      max_value: int | None = None, default=_MISSING) -> tuple:
