@@ -185,3 +185,11 @@ def test_fuzz_kind(base):
 def test_every_kind_is_fuzzed():
     kinds = {yaml.safe_load((REPO / w).read_text())["kind"] for _, w, _ in BASES.values()}
     assert kinds == set(registry.names())
+
+
+def test_the_testing_page_states_the_profiles():
+    from test_docs import table_rows
+    rows = table_rows((REPO / "docs" / "testing.md").read_text(), "| profile |")
+    stated = {r[0].strip("`").split("`")[0]: (int(r[1].split()[0].rstrip(",")), float(r[2].split()[0]))
+              for r in rows}
+    assert stated == {name: (draws, float(limit)) for name, (draws, limit) in PROFILES.items()}
