@@ -65,7 +65,9 @@ def test_out_of_range_inputs_are_refused_at_once(refused, argv, needles):
 
 @pytest.mark.parametrize("argv", [
     ["sweep", SN, "workloads/deepep-normal.yaml", "--set", "hidden=1e30", "--param", "num_ranks=8,16"],
+    ["sweep", SN, "workloads/deepep-normal.yaml", "--set", "num_ranks=4", "--param", "hidden=7168,1e30"],
     ["validate", "--set", "hidden=1e30", "--only", "deepep-*"],
+    ["regress", "--set", "hidden=1e30", "--only", "deepep-*"],
     ["describe", SN, "workloads/deepep-normal.yaml", "--set", "hidden=1e30"],
     ["calibrate", SN, "validation/published.yaml", "--only", "deepep-ep8-dispatch",
      "--fit", "topology.supernode.port_bandwidth_GBps=40:60", "--set", "hidden=1e30"],
