@@ -62,9 +62,9 @@ UNIT_SUFFIXES = (
 #: of a ``positive`` one, the largest value), so every numeric field of every kind and
 #: topology is bounded and ``simnode describe`` prints the range. Rates below the least make
 #: one transfer outlast any run (1 MB/s moves a 100 MB EP buffer in 100 simulated seconds);
-#: rates, capacities and costs above the largest are 1000x beyond any chip or link in facts/
-#: (HBM 4 TB/s, 1.85 GHz, a kernel launch of ~2 us), where times fall below the clock's
-#: resolution or sums overflow.
+#: rates, capacities and costs above the largest are at least 250x beyond any chip or link in
+#: facts/ (HBM 4 TB/s, 1.85 GHz, a 512 KiB L1, a kernel launch of ~2 us), where times fall
+#: below the clock's resolution or sums overflow.
 UNIT_RANGES = {
     "GB/s": (1e-3, 1e6), "B/cycle": (1e-3, 1e6), "ops/cycle": (1e-3, 1e6), "GHz": (1e-3, 1e3),
     "instructions/cycle": (1e-3, 1e3), "KiB": (1e-3, 2.0 ** 20), "MiB": (1e-3, 2.0 ** 20),
