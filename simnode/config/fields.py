@@ -93,9 +93,10 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def _shown(bound) -> str:
-    """A bound as an error prints it: 2,147,483,647, 1e+06, 0.5."""
-    return f"{bound:,}" if isinstance(bound, int) and abs(bound) >= 10 ** 6 else f"{bound:g}" \
-        if isinstance(bound, float) else str(bound)
+    """A bound as an error prints it: 2,147,483,647, 1e+06, 100000.0, 0.5."""
+    if isinstance(bound, int):
+        return f"{bound:,}" if abs(bound) >= 10 ** 6 else str(bound)
+    return f"{bound:g}" if bound and not 1e-3 <= abs(bound) < 1e6 else str(bound)
 
 
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
