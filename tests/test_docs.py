@@ -236,6 +236,31 @@ def test_a_quoted_run_prints_what_the_page_says(quoted, tmp_path):
     assert missing_lines(quoted.expected, run.stdout.splitlines()) == [], run.stdout
 
 
+#: pages whose prose states no run time: how long a run takes is the run's own estimate (a
+#: long run announces it), not a guess that goes stale with the machine and the code
+NO_RUN_TIMES = [README, DOCS / "model.md", DOCS / "moe-layer.md", DOCS / "calibration.md",
+                DOCS / "architecture.md", DOCS / "testing.md"]
+RUN_TIME = re.compile(r"(?:~|about |takes |\d\s*(?:-\s*\d+\s*)?)(?:\d+(?:\.\d+)?\s*)?"
+                      r"(?:s|seconds?|minutes?|hours?)\b(?! of (?:CPU|one core))|a few (?:seconds|minutes)|"
+                      r"tens of (?:seconds|minutes)")
+
+
+def prose(page: Path) -> list[tuple[int, str]]:
+    """(line number, text) of a page's prose: outside fenced blocks and tables."""
+    out, fenced = [], False
+    for n, line in enumerate(page.read_text().splitlines(), 1):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.lstrip().startswith("|"):
+            out.append((n, line))
+    return out
+
+
+@pytest.mark.parametrize("page", NO_RUN_TIMES, ids=[rel(p) for p in NO_RUN_TIMES])
+def test_the_page_states_no_run_time(page):
+    assert [f"{n}: {line}" for n, line in prose(page) if RUN_TIME.search(line)] == []
+
+
 # -- validation tables ----------------------------------------------------------------------
 
 CASES = {c["id"]: c for c in yaml.safe_load((ROOT / "validation" / "published.yaml").read_text())["cases"]}

@@ -168,11 +168,13 @@ def test_set_values_json_cannot_record_are_an_error(folder):
 # -- typed set values --------------------------------------------------------------------------
 
 def test_a_small_float_in_set_is_recorded_and_rerun_as_a_number(cli, folder):
-    f = folder(_scenario("slow-clock", set={"topology.chip.aic_freq_GHz": 0.00001}))
+    # 0.00001 is written "1e-05"; a 1 MHz clock (the slowest the range takes) makes it slow
+    sets = {"topology.chip.aic_freq_GHz": 0.001, "topology.chip.cube.mmad_latency_cycles": 0.00001}
+    f = folder(_scenario("slow-clock", set=sets))
     _record(cli, f)
     recorded = json.loads((f / "slow-clock.json").read_text())
-    assert recorded["inputs"]["set"] == {"topology.chip.aic_freq_GHz": 0.00001}
-    assert recorded["figures"]["makespan_ns"]["value"] > 1e6       # a 10 kHz cube: slow
+    assert recorded["inputs"]["set"] == sets
+    assert recorded["figures"]["makespan_ns"]["value"] > 1e6       # a 1 MHz cube: slow
     res = cli("regress", "--baselines", f, "--jobs", "1")
     assert res.code == 0 and "2 same" in res.out, res.out + res.err
 

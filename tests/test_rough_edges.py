@@ -110,9 +110,10 @@ def _session_processes(sid: int) -> list[str]:
     return left
 
 
-def _interrupt(args: list, wait_for, timeout_s: float = 60, sig=signal.SIGINT,
+def _interrupt(args: list, wait_for, timeout_s: float = 180, sig=signal.SIGINT,
                group: bool = True) -> subprocess.CompletedProcess:
-    """Start ``simnode ARGS`` in its own session, wait until ``wait_for()``, then press
+    """Start ``simnode ARGS`` in its own session, wait until ``wait_for(popen)`` says its
+    work has started (a file it writes, its busy workers), then press
     Ctrl-C the way a terminal does (SIGINT to the whole process group), or send ``sig`` to
     the group or (``group=False``: ``kill PID``) to simnode's own process alone."""
     # a child inherits an ignored SIGINT (a suite started in the background by a shell
@@ -122,15 +123,20 @@ def _interrupt(args: list, wait_for, timeout_s: float = 60, sig=signal.SIGINT,
                          stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=REPO,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + timeout_s
-    while not wait_for() and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.1)
+    while not wait_for(p) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)                          # polling the signal, not waiting for CPU
     assert p.poll() is None, "the run ended before it could be interrupted"
+    assert time.monotonic() < deadline, f"no sign of work after {timeout_s} s"
     if group:
         os.killpg(p.pid, sig)
     else:
         os.kill(p.pid, sig)
-    out, err = p.communicate(timeout=60)
-    time.sleep(0.5)
+    out, err = p.communicate(timeout=120)
+    # the workers end with their parent within moments: poll for their exit; one left behind
+    # would still be running its point (seconds of work) when this gives up
+    deadline = time.monotonic() + 10
+    while _session_processes(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _session_processes(p.pid) == [], "workers were left running"
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
@@ -140,49 +146,78 @@ def test_ctrl_c_in_run_is_one_line_exit_130_and_leaves_no_partial_trace(tmp_path
     trace = tmp_path / "t.json"
     res = _interrupt(["run", "topologies/ascend950dt.yaml", "workloads/gemm-bf16-4096x7168x16384.yaml",
                       "--trace", trace, "--out", tmp_path / "out"],
-                     lambda: trace.exists() and trace.stat().st_size > 100_000)
+                     lambda _: trace.exists() and trace.stat().st_size > 100_000)
     assert (res.returncode, res.stdout, res.stderr) == (130, "", "simnode: interrupted\n")
     assert not trace.exists() and not (tmp_path / "out").exists()
 
 
+#: the interrupted sweep's work: ``SWEEP_POINTS`` sparse MLA prefill points (two workers) of
+#: ``POINT_QUERIES`` queries, ~12 s of one core each (2x the shipped 4096 queries; the size
+#: check allows ~4.9x). The tests interrupt as soon as the workers are busy, so a machine 4x
+#: faster still has seconds of work left. ``SIMNODE_INTERRUPT_SCALE`` scales it, to check
+#: that the tests pass with 4x less work (0.25: queries / 4) and 4x more (4: points x 4)
+INTERRUPT_SCALE = float(os.environ.get("SIMNODE_INTERRUPT_SCALE", "1"))
+POINT_QUERIES = int(8192 * min(INTERRUPT_SCALE, 1.0))
+SWEEP_POINTS = 2 * max(1, round(INTERRUPT_SCALE))
+#: CPU seconds each worker has spent once it is inside its run (past its imports, ~0.5 s)
+BUSY_CPU_S = 1.0
+
+
+def _cpu_s(pid: str) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+
+
+def _workers_busy(popen, workers: int = 2) -> bool:
+    """Whether ``workers`` processes of the run's session besides its own have each spent
+    ``BUSY_CPU_S`` of CPU: their simulations have started, whatever the machine's speed (the
+    ``wait_for`` of a sweep or a calibration; no fixed sleep)."""
+    cpu = []
+    for pid in _session_processes(popen.pid):
+        if int(pid) == popen.pid:
+            continue
+        try:
+            cpu.append(_cpu_s(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return sum(c >= BUSY_CPU_S for c in cpu) >= workers
+
+
+def _sweep_args(tmp_path) -> list:
+    return ["sweep", "topologies/ascend950dt.yaml", "workloads/sparse-mla-prefill.yaml",
+            "--set", f"n_q={POINT_QUERIES}", "--param", "seed=" + ",".join(map(str, range(SWEEP_POINTS))),
+            "--jobs", "2",
+            "--out", tmp_path / "sweep"]
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_ctrl_c_in_sweep_stops_the_workers(tmp_path):
-    marker = tmp_path / "started"
-    started = lambda: marker.exists() or time.sleep(4) or marker.touch()   # noqa: E731 (workers busy by then)
-    # two points of the default sparse MLA prefill: each far longer than the 4 s before Ctrl-C
-    res = _interrupt(["sweep", "topologies/ascend950dt.yaml", "workloads/sparse-mla-prefill.yaml",
-                      "--param", "seed=0,1", "--jobs", "2", "--out", tmp_path / "sweep"], started)
+    res = _interrupt(_sweep_args(tmp_path), _workers_busy)
     assert (res.returncode, res.stdout, res.stderr) == (130, "", "simnode: interrupted\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]       # no folder, no staging
-
-
-def _after(seconds: float, marker: Path):
-    """A ``wait_for`` true once, ``seconds`` after its first call (the workers busy by then)."""
-    return lambda: marker.exists() or time.sleep(seconds) or marker.touch()
+    assert list(tmp_path.iterdir()) == []                                  # no folder, no staging
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 @pytest.mark.parametrize("group", [False, True], ids=["kill-pid", "kill-group"])
 def test_sigterm_in_sweep_is_one_line_exit_143_and_stops_the_workers(tmp_path, group):
-    res = _interrupt(["sweep", "topologies/ascend950dt.yaml", "workloads/sparse-mla-prefill.yaml",
-                      "--param", "seed=0,1", "--jobs", "2", "--out", tmp_path / "sweep"],
-                     _after(4, tmp_path / "started"), sig=signal.SIGTERM, group=group)
+    res = _interrupt(_sweep_args(tmp_path), _workers_busy, sig=signal.SIGTERM, group=group)
     assert (res.returncode, res.stdout, res.stderr) == (143, "", "simnode: terminated\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]       # no folder, no staging
+    assert list(tmp_path.iterdir()) == []                                  # no folder, no staging
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_sigterm_in_calibrate_stops_the_workers_and_writes_no_overlay(tmp_path):
     # kill PID, as a batch system or `timeout` stops a job: the parent alone gets SIGTERM, and
-    # its two workers (one per sparse MLA prefill case, each run far longer than 4 s) must not
-    # outlive it
+    # its two workers (one per sparse MLA prefill case, at POINT_QUERIES queries; the fit
+    # runs them again and again) must not outlive it
     out = tmp_path / "fit.yaml"
     res = _interrupt(["calibrate", "topologies/ascend950dt.yaml", "validation/published.yaml",
                       "--only", "sparse-mla-prefill-kv4096", "--only", "sparse-mla-prefill-kv8192",
+                      "--set", f"n_q={POINT_QUERIES}",
                       "--fit", "topology.chip.vector.ops_per_cycle.vf_alu=32:128", "--jobs", "2",
-                      "-o", out], _after(4, tmp_path / "started"), sig=signal.SIGTERM, group=False)
+                      "-o", out], _workers_busy, sig=signal.SIGTERM, group=False)
     assert (res.returncode, res.stdout, res.stderr) == (143, "", "simnode: terminated\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["started"]
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- long runs --------------------------------------------------------------------------------

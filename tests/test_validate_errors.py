@@ -118,13 +118,14 @@ def test_relative_paths_are_read_from_the_repository_root_whatever_the_directory
 
 def test_set_values_reach_the_run_as_typed(cli, cases_file):
     """A float written back as '1e-05' or None as 'None' must read as the same value."""
-    path = cases_file(_case(set={**SMALL, "topology.chip.aic_freq_GHz": 0.00001}),
+    path = cases_file(_case(set={**SMALL, "topology.chip.aic_freq_GHz": 0.001,
+                                 "topology.chip.cube.mmad_latency_cycles": 0.00001}),
                       _case(id="g2", set={**SMALL, "dtype": "fp8", "swizzle_rows": 2}))
     cases = load_cases(path)
-    assert dict(parse_assignment(s) for s in cases[0].sets)["topology.chip.aic_freq_GHz"] == 0.00001
+    assert dict(parse_assignment(s) for s in cases[0].sets)["topology.chip.cube.mmad_latency_cycles"] == 0.00001
     res = cli("validate", "--cases", path, "--jobs", "1", "--only", "g1")
-    assert res.code == 1, res.err               # a 0.00001 GHz cube: ~0 TFLOPS, far below 100
-    assert "g1    tflops  0.0" in res.out
+    assert res.code == 1, res.err               # a 0.001 GHz cube: ~0 TFLOPS, far below 100
+    assert "g1    tflops  0.1" in res.out
 
 
 def test_load_cases_keeps_every_set_value_type(cases_file):

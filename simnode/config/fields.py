@@ -92,6 +92,13 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
+def _shown(bound) -> str:
+    """A bound as an error prints it: 2,147,483,647, 1e+06, 100000.0, 0.5."""
+    if isinstance(bound, int):
+        return f"{bound:,}" if abs(bound) >= 10 ** 6 else str(bound)
+    return f"{bound:g}" if bound and not 1e-3 <= abs(bound) < 1e6 else str(bound)
+
+
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
     import difflib                      # (only when a name is wrong: not on every run's import)
     close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
@@ -149,22 +156,26 @@ class Reader:
 
     def integer(self, key: str, *, min_value: int | None = None, max_value: int | None = None,
                 default=_MISSING) -> int:
-        value = self.raw(key, default)
+        given = value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and math.isfinite(value) and value.is_integer():
                 value = int(value)
             else:
                 raise self.error(key, value, "an integer")
-        self._bounded(key, value, min_value, max_value, "an integer")
+        self._bounded(key, value, min_value, max_value, "an integer", given)
         return int(value)
 
-    def _bounded(self, key: str, value, min_value, max_value, noun: str) -> None:
+    def _bounded(self, key: str, value, min_value, max_value, noun: str, given=None) -> None:
+        """Refuse ``value`` outside the bounds; the error shows it as given (1e+30, not the
+        31 digits of the integer it reads as)."""
+        shown = value if given is None else given
         if min_value is not None and value < min_value:
-            raise self.error(key, value, f"{noun} >= {min_value}")
+            raise self.error(key, shown, f"{noun} >= {_shown(min_value)}")
         if max_value is not None and value > max_value:
-            raise self.error(key, value, f"{noun} <= {max_value}")
+            raise self.error(key, shown, f"{noun} <= {_shown(max_value)}")
 
-    def integer_list(self, key: str, *, min_value: int | None = None, default=_MISSING) -> tuple:
+    def integer_list(self, key: str, *, min_value: int | None = None,
+                     max_value: int | None = None, default=_MISSING) -> tuple:
         """A list of integers (YAML ``[1, 2, 3]``), as a tuple."""
         value = self.raw(key, default)
         if not isinstance(value, (list, tuple)) or any(
@@ -172,6 +183,8 @@ class Reader:
             raise self.error(key, value, "a list of integers, e.g. [3072, 2990, 3105]")
         if min_value is not None and any(v < min_value for v in value):
             raise self.error(key, value, f"a list of integers >= {min_value}")
+        if max_value is not None and any(v > max_value for v in value):
+            raise self.error(key, value, f"a list of integers <= {max_value}")
         return tuple(int(v) for v in value)
 
     def boolean(self, key: str, default=_MISSING) -> bool:

@@ -58,6 +58,29 @@ UNIT_SUFFIXES = (
 )
 
 
+#: the bounds of a numeric parameter whose declaration gives none, by unit: (the least value
+#: of a ``positive`` one, the largest value), so every numeric field of every kind and
+#: topology is bounded and ``simnode describe`` prints the range. Rates below the least make
+#: one transfer outlast any run (1 MB/s moves a 100 MB EP buffer in 100 simulated seconds);
+#: rates, capacities and costs above the largest are at least 250x beyond any chip or link in
+#: facts/ (HBM 4 TB/s, 1.85 GHz, a 512 KiB L1, a kernel launch of ~2 us), where times fall
+#: below the clock's resolution or sums overflow.
+UNIT_RANGES = {
+    "GB/s": (1e-3, 1e6), "B/cycle": (1e-3, 1e6), "ops/cycle": (1e-3, 1e6), "GHz": (1e-3, 1e3),
+    "instructions/cycle": (1e-3, 1e3), "KiB": (1e-3, 2.0 ** 20), "MiB": (1e-3, 2.0 ** 20),
+    "GB": (1e-3, 1e6), "ns": (1e-3, 1e9), "ns/peer": (1e-3, 1e9), "ns/token": (1e-3, 1e9),
+    "us": (1e-6, 1e6), "cycles": (1e-3, 1e9), "ops/element": (1e-3, 1e6), "ops/B": (1e-3, 1e6),
+    "FLOP/B": (1e-3, 1e6), "fraction": (1e-9, 1.0),
+}
+#: the largest integer a parameter without a declared maximum takes: a signed 32-bit int.
+#: Sizes are counts of elements, tokens, rows or ranks; 2^31 of anything is already 2 GiB at
+#: one byte each, and each kind's size check multiplies them exactly (Python integers)
+#: before any array is made
+INT_MAX = 2 ** 31 - 1
+#: the largest value of a number without a declared maximum or a unit in ``UNIT_RANGES``
+NUMBER_MAX = 1e9
+
+
 def unit_of(name: str) -> str | None:
     """The unit a parameter name states by its suffix, or None."""
     for suffix, unit in UNIT_SUFFIXES:
@@ -108,19 +131,34 @@ class Param:
         """Whether every file must give it (no default, constant or not)."""
         return self.default is REQUIRED and not self.omitted
 
+    @property
+    def bounds(self) -> tuple:
+        """(least, largest) value a numeric parameter takes: its declared ``min``/``max``, else
+        those of its unit (``UNIT_RANGES``; the least only for a ``positive`` one) or of its
+        type (``INT_MAX``, ``NUMBER_MAX``)."""
+        least, largest = UNIT_RANGES.get(self.unit, (None, None))
+        if self.type in ("int", "ints"):
+            largest = INT_MAX if largest is None else min(int(largest), INT_MAX)
+            least = None
+        elif largest is None:
+            largest = NUMBER_MAX
+        lo = self.min_value if self.min_value is not None else (least if self.positive else None)
+        hi = self.max_value if self.max_value is not None else largest
+        return lo, hi
+
     def read(self, r: Reader, default: Any = REQUIRED):
         """The value of this parameter in ``r``'s mapping (``default`` replaces the declared one)."""
         default = self.default if default is REQUIRED else default
         kw = {} if default is REQUIRED else {"default": default}
+        lo, hi = self.bounds
         if self.type == "int":
-            value = r.integer(self.name, min_value=self.min_value, max_value=self.max_value, **kw)
+            value = r.integer(self.name, min_value=lo, max_value=hi, **kw)
         elif self.type == "number":
-            value = r.number(self.name, min_value=self.min_value, max_value=self.max_value,
-                             positive=self.positive, **kw)
+            value = r.number(self.name, min_value=lo, max_value=hi, positive=self.positive, **kw)
         elif self.type == "bool":
             value = r.boolean(self.name, **kw)
         elif self.type == "ints":
-            value = r.integer_list(self.name, min_value=self.min_value, **kw)
+            value = r.integer_list(self.name, min_value=lo, max_value=hi, **kw)
         else:
             value = r.string(self.name, choices=self.choices or None, **kw)
         if self.check is not None:
@@ -133,11 +171,12 @@ class Param:
         """The allowed values, as ``simnode describe`` prints them."""
         if self.choices:
             return "one of " + ", ".join(map(str, self.choices))
-        lo = "> 0" if self.positive else (f">= {_num(self.min_value)}" if self.min_value is not None else "")
-        if self.max_value is not None:
-            return f"{_num(self.min_value)}..{_num(self.max_value)}" if self.min_value is not None \
-                else f"<= {_num(self.max_value)}"
-        return lo
+        if self.type not in ("int", "number", "ints"):
+            return ""
+        lo, hi = self.bounds
+        if lo is not None:
+            return f"{_num(lo)}..{_num(hi)}"
+        return f"> 0, <= {_num(hi)}" if self.positive else f"<= {_num(hi)}"
 
     def describe(self) -> dict:
         """The declaration as a plain record (``simnode describe --json``)."""
@@ -148,7 +187,7 @@ class Param:
 
 
 def _num(x) -> str:
-    return f"{x:g}" if isinstance(x, float) else str(x)
+    return f"{x:g}" if isinstance(x, float) else f"{x:,}" if abs(x) >= 10 ** 6 else str(x)
 
 
 def _unit(name: str, type_: str, unit: str | None) -> str:

@@ -49,7 +49,9 @@ NUM_RANKS = Param.flat("num_ranks", "int", 0, "ranks, one per chip or die (0 = t
                        "supernode.num_ranks)", min_value=0, unit="ranks")
 TOKENS_PER_RANK = Param.flat("tokens_per_rank", "int", 16384, "tokens each rank dispatches",
                              min_value=1, unit="tokens")
-HIDDEN = Param.flat("hidden", "int", 7168, "hidden size", min_value=128, unit="elements")
+#: 9x DeepSeek-V3's 7168 and 4x the widest published dense model's 16384 (Llama 3 405B)
+HIDDEN = Param.flat("hidden", "int", 7168, "hidden size", min_value=128, max_value=65536,
+                    unit="elements")
 TOP_K = Param.flat("top_k", "int", 6, "experts per token", min_value=1, unit="experts")
 NUM_EXPERTS = Param.flat("num_experts", "int", 256, "routed experts, on the ranks in equal "
                          "contiguous blocks", min_value=1, unit="experts")

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, replace
 
 from simnode.engine.share import Share
+from simnode.errors import ScheduleError
 
 #: segments a replayed kernel is cut into: the first holds its fixed part (fill, cold
 #: loads), the rest split its waves evenly (the HBM traffic of a wave is even)
@@ -74,6 +75,9 @@ def fit(name: str, unit: str, runs: list[tuple[float, float, float, dict]]) -> K
     """A profile from two pipe-level runs [(units, makespan ns, HBM bytes, busy fractions)],
     the larger last; its busy fractions and bottleneck come from the larger one."""
     (u1, t1, h1, _), (u2, t2, h2, busy) = runs
+    if u2 <= u1:                  # one block-row of a very wide GEMM already fills both runs
+        raise ScheduleError(f"{name}: its two profile runs have the same {u1:g} {unit}s, so no "
+                            f"cost per {unit} can be fitted; use a smaller n (or more cores)")
     unit_ns = (t2 - t1) / (u2 - u1)
     unit_hbm = (h2 - h1) / (u2 - u1)
     bottleneck = max(sorted(busy), key=lambda k: busy[k])
@@ -158,6 +162,21 @@ def grouped_gemm_profile(chip, n: int, k: int, act_dtype: str, weight_dtype: str
         prof = replace(prof, fixed_half_ns=half.fixed_ns, unit_half_ns=half.unit_ns)
     _MEMO[key] = prof
     return prof
+
+
+def width_limit(chip, n: int, k: int, act_dtype: str, weight_dtype: str,
+                num_cores: int = 0) -> str | None:
+    """What a grouped GEMM too wide to profile needs (None when it can be profiled): the fit
+    runs 2 and 6 waves of blocks (``grouped_gemm_profile``), which the same runs when one
+    block-row's n-blocks alone fill 2 waves of the cores. Known before any run."""
+    from simnode.kernels.grouped_gemm import GroupedGemmParams, grouped_tiling
+    t = grouped_tiling(chip, GroupedGemmParams((1,), n, k, act_dtype, weight_dtype, "bf16",
+                                               "contiguous", num_cores=num_cores))
+    if math.ceil(n / t.block_n) < 2 * t.num_cores:
+        return None
+    return (f"a GEMM n of less than {2 * t.num_cores * t.block_n:,} (2 x {t.num_cores} cores x "
+            f"block_n {t.block_n}): its profile is fitted on 2 and 6 waves of blocks, which one "
+            f"block-row of n = {n:,} fills alone")
 
 
 def gemm_units(chip, p) -> float:

@@ -38,7 +38,7 @@ from simnode.ep import fields
 from simnode.ep.deepep import MAX_PAIRS, DeepEPCosts
 from simnode.ep.size import topology_for
 from simnode.errors import ConfigError
-from simnode.moe import comm
+from simnode.moe import comm, profiles
 from simnode.moe.layer import COMMS, OVERLAPS, LayerParams, MoELayerSim, union_ns
 from simnode.report.result import KernelRecord, Result, fig
 from simnode.workloads.registry import Field, WorkloadKind
@@ -89,6 +89,8 @@ def check(topology, params: dict, source: str = "workload"):
         raise ConfigError(source, "intermediate", params["intermediate"],
                           "a multiple of 128 (SwiGLU's per-128 FP8 scales)")
     _check_streams(chip, params, source)
+    if params["comm"] == "normal":
+        _check_widths(chip, params, source)
     if params["comm"] == "low_latency":
         if params["overlap"] != "sequential":
             raise ConfigError(source, "overlap", params["overlap"],
@@ -97,6 +99,21 @@ def check(topology, params: dict, source: str = "workload"):
                               "its overlap)")
         comm.check_limits(topology, params, _main_aivs(chip, params), source)
     return topology
+
+
+def _check_widths(chip, params: dict, source: str) -> None:
+    """The normal layer's grouped GEMMs (gate + up: n = 2 x intermediate, k = hidden; down:
+    n = hidden) must be narrow enough to profile (``profiles.width_limit``) on the cores they
+    may get: all, or those communication leaves an FP4 kernel (``MoELayerSim._cores``)."""
+    free = (chip.num_ai_cores * chip.aiv_per_core - params["comm_aivs"]) // chip.aiv_per_core
+    for inter, wdt in ((params["intermediate"], params["weight_dtype"]),
+                       (params["shared_intermediate"], params["shared_weight_dtype"] or params["weight_dtype"])):
+        cores = {0, free} if wdt == "fp4" and free > 0 else {0}
+        for key, n, k in (("intermediate", 2 * inter, params["hidden"]), ("hidden", params["hidden"], inter)):
+            for c in sorted(cores):
+                expected = profiles.width_limit(chip, n, k, "fp8", wdt, c)
+                if expected:
+                    raise ConfigError(source, key, params[key], expected)
 
 
 def _main_aivs(chip, params: dict) -> int:
