@@ -50,6 +50,7 @@ settings.register_profile("simnode-fuzz", max_examples=DRAWS, deadline=None, der
 BASES = {
     "decode_step": (SN, "workloads/v4-flash-decode.yaml",
                     ["chips=4", "attn_dp=4", "moe_ep=4", "global_batch=4", "context_len=1024"]),
+    "chakra": (SN, "workloads/chakra-example.yaml", []),
     "deepep": (SN, "workloads/deepep-normal.yaml", ["num_ranks=4", "tokens_per_rank=256"]),
     "deepep_hccs": (A3, "workloads/deepep-a3-normal.yaml", ["num_ranks=4", "tokens_per_rank=256"]),
     "deepep_ll": (SN, "workloads/deepep-ll.yaml", ["num_ranks=4", "tokens_per_rank=32"]),
