@@ -210,14 +210,23 @@ def reduce(kind: str, dst, src, label=None) -> None:
         _finish(vf)
 
 
-def custom(reads, writes, simple=0.0, div=0.0, special=0.0, label="vf") -> None:
+def custom(reads, writes, simple=0.0, div=0.0, special=0.0, label="vf", instructions=None) -> None:
     """A vector function given by its instruction counts (256 B registers each), as
     ``T.SimdVF(latency=...)`` annotates one: for code the tile ops do not express. ``simple``
-    are full-rate ALU instructions, ``div`` and ``special`` special-function ones."""
+    are full-rate ALU instructions, ``div`` and ``special`` special-function ones. Or a VF
+    counted whole by its caller: ``instructions``, an ``isa.VecOp`` of class ``vf_alu`` with
+    its own loads, stores and chain, issued as given (``reads`` and ``writes`` then only
+    order it against the other pipes)."""
     at = caller()
     rs = [_ub(x, "operand", at) for x in reads]
     ws = [_ub(x, "destination", at) for x in writes]
     vf, alone = _open(label, at)
+    if instructions is not None:
+        if not alone:
+            fail("T.vector_work(instructions=...) is a whole vector function: not inside T.vf()", at)
+        vf.use(rs, ws)
+        _record(vf, instructions)
+        return
     vf.use(rs, ws)
     vf.issue("alu", simple)
     vf.issue("sfu", div + special)
@@ -240,7 +249,6 @@ _VECOPS: dict = {}
 def _finish(vf: VF) -> None:
     """Issue one VecOp per AIV in scope for a finished vector function: its instructions,
     one load per register of each UB region it reads, one store per register it writes."""
-    b = current()
     if not any(vf.mix.values()) and not vf.decode and not vf.reads and not vf.writes:
         return
     read_b = sum(x[2] for x in vf.reads.values())
@@ -257,6 +265,12 @@ def _finish(vf: VF) -> None:
             sum(mix) * (REG_BITS // 32), "vf_alu", max(read_b, write_b),
             f"{vf.label} (line {vf.at[1]})", vf.decode, loads=loads, stores=stores, vf_calls=1,
             chain=chain_t, mix=mix)
+    _record(vf, ins)
+
+
+def _record(vf: VF, ins) -> None:
+    """Record ``ins`` on the vector pipe of every AIV in scope, with ``vf``'s UB accesses."""
+    b = current()
     blk = b.block
     for u in b.scope:
         reads, writes = [], []
