@@ -2,28 +2,27 @@
 
 FlashMLA's AIVs do their vector work in SIMD VFs (S2 ``kernel_body.h``). Each VF here is
 counted as S2 writes it, intrinsic by intrinsic, and each intrinsic is mapped to the RV
-instruction it issues and that instruction's execution-unit class in the camodel-extracted VF
-model tilesim/VfSimulator (configs/isa.json ``dispatch_exu``):
+instruction it issues and that instruction's opcode family (``config.vector.VF_FAMILIES``,
+rates in docs/vector-unit.md):
 
-- EXU01 (either of the two EXUs): add/sub/mul/madd/min/max, shifts, or, compares, selects,
-  the bf16/fp8 conversions (VCVT), the lane-index generator (VCI), VCGMAX (``asc_reduce_max_
-  datablock``), the FP4 conversion (its decoding priced by the FP4 decoder, facts 1.2, S3);
-- EXU0 only: (de)interleave (VINTLV / VDINTLV, only EXU0 observed, VfSimulator docs/
-  interleave_modeling.md), duplicate (VDUP), in-register reductions (VCMAX, VCADD);
-- special functions (SFU, EXU01 at an initiation interval, isa.json): exp (``asc_exp_sub``
-  = VEXPDIF), ln, div;
+- ``alu`` (either EXU, one per cycle each): add/sub/mul/madd/min/max, shifts, or, compares,
+  selects, the f32 <-> bf16 conversions, the lane-index generator (VCI);
+- ``cvt`` (either EXU, a pair every 2 cycles): the fp8 and fp4 conversions (the FP4 one's
+  decoding priced by the FP4 decoder, facts 1.2, S3);
+- ``intlv`` (EXU0, every 2 cycles): VINTLV / VDINTLV;
+- ``reduce`` (EXU0, single issue): VDUP, in-register reductions (VCMAX, VCGMAX, VCADD, VCPADD);
+- ``sfu`` (either EXU, a pair every 4 cycles): exp (``asc_exp_sub`` = VEXPDIF), ln, div;
 - loads (VLDS and its unpack / broadcast / gather forms) and stores (VSTS, VSSTB).
 
-Each VF becomes ``VecOp`` records of class ``vf_alu`` with these counts (``ops`` are fp32
-element-ops, 64 per full-register instruction: a 16-bit lane is half an fp32 op, so a
-128-lane bf16 instruction is 64 too), its UB bytes each way, the FP4 bytes it decodes, and
-its longest chain of dependent instructions. The chip prices them
-(``config.chip.VectorSpec.cycles``): compute over 2 EXUs (at the 950DT's calibrated issue
-rate of one per cycle, topologies/ascend950dt.yaml ``vf_issue_per_cycle``), EXU0-only work on
-one, loads and stores on their ports, or the chain if longer, plus a fixed start and drain
-per call. A VF whose body is split by ``asc_mem_bar`` (later loads wait for earlier stores) is
-one record per phase between barriers, so its phases add up; only the first record carries
-the call.
+Each VF becomes ``VecOp`` records of class ``vf_alu`` with these counts (``mix``; ``ops``
+report them as fp32 element-ops, 64 per full-register instruction), its UB bytes each way,
+the FP4 bytes it decodes, and its longest chain of dependent instructions. The chip prices
+them (``config.vector.VectorSpec.cycles``): the issue stage at the 950DT's calibrated one
+compute instruction per cycle (topologies/ascend950dt.yaml ``vf_issue_per_cycle``), each
+family at its own rate, loads and stores on their ports, or the chain if longer, plus a
+fixed start and drain per call. A VF whose body is split by ``asc_mem_bar`` (later loads
+wait for earlier stores) is one record per phase between barriers, so its phases add up;
+only the first record carries the call.
 
 Counts are per AIV and per call, as functions of the call's shape, so the other plans
 (1C1V's 64 rows, ``b_topk``) are costed by the same code paths. Main names:
@@ -34,8 +33,8 @@ op's ``CastScaleImpl`` and ``AntiquantVFImplFp8D448``), ``nd2nz`` (prefill's
 (``get_final_output_vf``) and ``clear_kv`` (``clear_kv_buf_vf``).
 
 Assumptions a reader could doubt (each a line below where it is used):
-- instructions VfSimulator does not list are classed with their nearest listed relative
-  (VMULL, VADDC, the fp8 VCVTs as EXU01 ALU; VCGADD like VCGMAX; VCPADD like VCADD, EXU0 only);
+- instructions the sources do not list are classed with their nearest listed relative
+  (VMULL, VADDC and the index math as full-rate ALU; VCGADD like VCGMAX; VCPADD like VCADD);
 - iterations of a loop are independent but for their pointers, so the OoO VF overlaps them and
   a loop's chain is one iteration's (its 68 physical registers are not modeled as a limit);
 - same-EXU initiation intervals between unlike instructions (InitiationInterval.json: mostly
