@@ -76,3 +76,11 @@ def test_a_record_without_a_mix_reads_its_element_ops(dual):
     as full-rate ALU, reduction and special-function instructions of 64 lanes."""
     ins = isa.VecOp(100 * 64, "vf_alu", exu0_ops=80 * 64, sfu_ops=10 * 64)
     assert dual.cycles(ins) == _cyc(dual, alu=20, reduce=80, sfu=10) == 80
+
+
+def test_cli_rejects_a_family_on_three_exus_naming_the_key(cli, topology_path, repo_root,
+                                                           user_error):
+    res = cli("run", topology_path, repo_root / "workloads" / "tile-mha-fwd.yaml",
+              "--set", "topology.chip.vector.vf_sfu_exus=3")
+    user_error(res, "ascend950dt.yaml (with --set overrides)", "chip.vector.vf_sfu_exus = 3",
+               "expected", nothing_ran=True)
