@@ -104,8 +104,9 @@ class VecOp:
     label: str = ""
     decode_bytes: int = 0      #: FP4 bytes through the decoder in this VF (its own unit)
     #: class ``vf_alu`` only (a SIMD VF counted instruction by instruction, priced by
-    #: ``config.vector.VectorSpec.cycles``): the part of ``ops`` only EXU0 issues, the special-function
-    #: element-ops (exp, ln, div; beside ``ops``), load and store instructions, and VF calls
+    #: ``config.vector.VectorSpec.cycles``): the part of ``ops`` only EXU0 issues, the
+    #: special-function element-ops (exp, ln, div; beside ``ops``), load and store
+    #: instructions, and VF calls
     exu0_ops: float = 0
     sfu_ops: float = 0
     loads: int = 0
