@@ -1,7 +1,7 @@
 """Chip specification: the frozen record every hardware model reads.
 
-``ChipSpec`` (cores, clocks, cube and vector rates, buffer capacities, copy paths,
-L2, HBM, sync resources) is built by ``load_chip(path)`` or ``chip_from_mapping``. Each
+``ChipSpec`` (cores, clocks, cube rates, the vector unit (``config.vector``), buffer
+capacities, copy paths, L2, HBM, sync resources) is built by ``load_chip(path)`` or ``chip_from_mapping``. Each
 field is declared once (``simnode.config.params``: type, unit, range, doc), and the
 reader, the ``--set`` checks and ``simnode describe`` come from that declaration.
 Numbers carry their unit in their name; per-cycle rates are in the AIC clock.
@@ -17,6 +17,8 @@ from typing import Mapping
 from simnode import units
 from simnode.config.fields import Reader, load_yaml
 from simnode.config.params import build, param, section
+from simnode.config.vector import (VECTOR_OP_CLASSES, VF_FAMILIES,  # noqa: F401 (re-exported)
+                                   VF_LATENCY_CLASSES, VectorSpec)
 
 DTYPES = ("bf16", "fp16", "fp8", "fp4")
 #: the cube's MMAD input modes: the dtypes, FP32 with HF32 off, and HF32 (FP32 operands
@@ -29,15 +31,6 @@ PATH_NAMES = ("gm_to_l1", "gm_to_ub", "ub_to_gm", "ub_to_l1", "l1_to_l0", "l1_to
               "l0c_to_ub", "l0c_to_ub_dual", "l0c_to_gm")
 #: Paths that read or write global memory and so go through L2 (and HBM on a miss).
 GM_PATHS = frozenset({"gm_to_l1", "gm_to_ub", "ub_to_gm", "l0c_to_gm"})
-#: vector op classes, each a rate in fp32 element-ops per cycle: "simple", "div", "special" are
-#: sustained rates of element-wise work (facts 1.2, S8); "vf_alu" is the rate of ONE execution
-#: unit (EXU) of a SIMD vector function whose instructions are counted one by one from a
-#: kernel's source (64 fp32 lanes per full-register instruction); ``VectorSpec.cycles`` prices
-#: such a VF over its ``vf_issue_ports`` EXUs, its UB ports and its fixed start and drain
-VECTOR_OP_CLASSES = ("simple", "div", "special", "vf_alu")
-#: instruction kinds of a SIMD VF by latency (``VecOp.chain`` counts them along the VF's
-#: longest chain of dependent instructions; ``VectorSpec.vf_<kind>_latency_cycles``)
-VF_LATENCY_CLASSES = ("load", "store", "alu", "intlv", "reduce", "sfu")
 
 
 #: the most AI cores a chip file may have: 32x the 950DT's 32 (facts 1.1), room for any
@@ -92,80 +85,6 @@ class CubeSpec:
         """K elements per 16x16 output fractal step: 16 bf16, 32 fp8, 64 fp4 (facts 1.3); 1 fp32,
         2 hf32 (a 16 x 16 x 8 FP32 step every 8 or 4 cycles)."""
         return self.macs_per_cycle[dtype] // 256
-
-
-@dataclass(frozen=True)
-class VectorSpec:
-    """A vector core's (AIV's) rates by op class, and what prices a SIMD VF (``cycles``)."""
-    ops_per_cycle: Mapping[str, float] = param(
-        doc="sustained fp32 element-ops per cycle per AIV, by op class", unit="ops/cycle",
-        positive=True, keys=VECTOR_OP_CLASSES, origin="")
-    ub_bandwidth_B_per_cycle: float = param(
-        doc="vector register file <-> UB bytes per cycle per AIV", positive=True, origin="")
-    fp4_decode_B_per_cycle: float = param(doc="FP4 decode throughput per AIV", positive=True, origin="")
-    # A chip file may leave out the VF fields below: a VF is then priced by its rates alone
-    # (one EXU, no fixed cost), the model for a chip whose VF mechanisms are not measured.
-    vf_issue_ports: int = param(1, doc="execution units (EXUs) a SIMD VF issues compute instructions "
-                                "to; two independent ones issue in the same cycle", unit="EXUs",
-                                min=1, origin="")
-    vf_issue_per_cycle: float = param(0, doc="compute instructions a SIMD VF issues per cycle as "
-                                      "measured, at most vf_issue_ports (0 = vf_issue_ports)",
-                                      unit="instructions/cycle", min=0, origin="")
-    vf_sfu_interval_cycles: float = param(1, doc="cycles between two special-function instructions "
-                                          "(exp, ln, div) on one EXU", min=1, origin="")
-    vf_load_ports: int = param(2, doc="UB -> register load instructions a VF starts per cycle",
-                               unit="ports", min=1, origin="")
-    vf_store_ports: int = param(2, doc="register -> UB store instructions a VF starts per cycle",
-                                unit="ports", min=1, origin="")
-    vf_ub_slots: int = param(4, doc="loads and stores together a VF starts per cycle", unit="slots",
-                             min=1, origin="")
-    vf_startup_cycles: float = param(0, doc="fixed cycles from a VF call to its first instruction",
-                                     min=0, origin="")
-    vf_drain_cycles: float = param(0, doc="fixed cycles from a VF's last issue to its end", min=0,
-                                   origin="")
-    # Issue-to-result latencies of a VF's instruction kinds (VF_LATENCY_CLASSES): a chain of
-    # dependent instructions takes their sum, however many EXUs are free (0 = not modeled)
-    vf_load_latency_cycles: float = param(0, doc="UB -> register load latency", min=0, origin="")
-    vf_store_latency_cycles: float = param(0, doc="register -> UB store latency", min=0, origin="")
-    vf_alu_latency_cycles: float = param(0, doc="ALU instruction latency (add, mul, convert, "
-                                         "compare, select, shift, logic)", min=0, origin="")
-    vf_intlv_latency_cycles: float = param(0, doc="(de)interleave latency", min=0, origin="")
-    vf_reduce_latency_cycles: float = param(0, doc="in-register reduction latency", min=0,
-                                            origin="")
-    vf_sfu_latency_cycles: float = param(0, doc="special-function latency (exp, ln, div)", min=0,
-                                         origin="")
-
-    def cycles(self, ins) -> float:
-        """Cycles of one ``isa.VecOp`` (facts 3.6: the slowest stage sets the time).
-
-        Element-wise work (``simple`` / ``div`` / ``special`` / ``fp4_decode``) streams at its
-        class rate beside ``ub_bytes`` of UB traffic and the FP4 decoder. A SIMD VF counted
-        instruction by instruction (``vf_alu``) is priced from its mechanisms: its compute
-        instructions over ``vf_issue_ports`` EXUs at one per EXU per cycle (or at
-        ``vf_issue_per_cycle`` if the chip file gives a lower measured rate), the EXU0-only
-        ones (``exu0_ops``) on one EXU, its special functions (``sfu_ops``) one per
-        ``vf_sfu_interval_cycles`` per EXU, its loads and stores on their ports, whichever is
-        slowest or, if longer, its longest chain of dependent instructions (``chain``: a count
-        per ``VF_LATENCY_CLASSES``), plus a fixed start and drain per call (``vf_calls``)."""
-        stream = max(ins.ub_bytes / self.ub_bandwidth_B_per_cycle,
-                     ins.decode_bytes / self.fp4_decode_B_per_cycle)
-        if ins.op_class != "vf_alu":
-            rate = self.fp4_decode_B_per_cycle if ins.op_class == "fp4_decode" \
-                else self.ops_per_cycle[ins.op_class]
-            return max(ins.ops / rate, stream)
-        lane_rate = self.ops_per_cycle["vf_alu"]          # one EXU
-        ports = self.vf_issue_ports
-        if self.vf_issue_per_cycle:                       # the measured issue rate, if given
-            ports = min(ports, self.vf_issue_per_cycle)
-        return max(stream,
-                   (ins.ops + ins.sfu_ops) / (lane_rate * ports),    # an issue slot each
-                   ins.exu0_ops / lane_rate,                         # EXU0-only work
-                   ins.sfu_ops * self.vf_sfu_interval_cycles / (lane_rate * ports),
-                   ins.loads / self.vf_load_ports, ins.stores / self.vf_store_ports,
-                   (ins.loads + ins.stores) / self.vf_ub_slots,
-                   sum(n * getattr(self, f"vf_{c}_latency_cycles")      # its longest chain
-                       for n, c in zip(ins.chain, VF_LATENCY_CLASSES))) \
-            + ins.vf_calls * (self.vf_startup_cycles + self.vf_drain_cycles)
 
 
 HBM_ARBITRATION = ("fcfs", "fair")

@@ -13,7 +13,8 @@ executed in order by the engine. Units are ``aic``, ``aiv0``, ``aiv1``; pipes ar
   (class ``fp4_decode``: ``ops`` FP4 bytes through the decoder); ``decode_bytes`` FP4
   bytes decoded inside the same VF, pipelined with its ALU work and UB traffic; a VF
   counted by instructions (``vf_alu``) also gives its EXU0-only and special-function
-  work, its load and store instructions, its calls and its longest dependent chain (``config.chip.VectorSpec.cycles``).
+  work or its instructions per opcode family (``mix``), its load and store instructions, its
+  calls and its longest dependent chain (priced by ``config.vector.VectorSpec.cycles``).
 - ``Scalar``: scalar work, in cycles. ``Delay``: a fixed cost in ns (kernel launch).
 - ``SetFlag`` / ``WaitFlag``: intra-unit pipe-to-pipe events (8 ids per pipe pair).
 - ``CrossSet`` / ``CrossWait``: AIC <-> AIV flags (16 ids per AIV).
@@ -103,16 +104,21 @@ class VecOp:
     label: str = ""
     decode_bytes: int = 0      #: FP4 bytes through the decoder in this VF (its own unit)
     #: class ``vf_alu`` only (a SIMD VF counted instruction by instruction, priced by
-    #: ``VectorSpec.cycles``): the part of ``ops`` only EXU0 issues, the special-function
-    #: element-ops (exp, ln, div; beside ``ops``), load and store instructions, and VF calls
+    #: ``config.vector.VectorSpec.cycles``): the part of ``ops`` only EXU0 issues, the
+    #: special-function element-ops (exp, ln, div; beside ``ops``), load and store
+    #: instructions, and VF calls
     exu0_ops: float = 0
     sfu_ops: float = 0
     loads: int = 0
     stores: int = 0
     vf_calls: int = 0
     #: its longest chain of dependent instructions: a count per kind of
-    #: ``config.chip.VF_LATENCY_CLASSES`` (load, store, alu, intlv, reduce, sfu)
+    #: ``config.vector.VF_LATENCY_CLASSES`` (load, store, alu, intlv, reduce, sfu, cvt)
     chain: tuple = ()
+    #: its compute instructions per opcode family of ``config.vector.VF_FAMILIES`` (alu, cvt,
+    #: intlv, reduce, sfu); given, it replaces the element-op reading of ``ops`` / ``exu0_ops``
+    #: / ``sfu_ops`` in the price (``ops`` then only reports the work)
+    mix: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -305,7 +305,7 @@ def _from_record(rec: dict):
     if cls is None:
         raise ScheduleError(f"unknown instruction record {rec!r}; "
                             f"expected op one of {', '.join(_BY_NAME)}.")
-    for field in ("gm_key", "regions", "chain"):      # VecOp.chain: counts per latency kind
+    for field in ("gm_key", "regions", "chain", "mix"):  # VecOp.chain / mix: counts per kind
         if isinstance(rec.get(field), list):
             rec[field] = _tuplify(rec[field])
     return cls(**rec)

@@ -50,25 +50,25 @@ SF_BYTES = {"fp32": 4, "ue8m0": 1}
 ROW_ALIGN_ELEMS = 256                        # S3: UB rows allocated at align(hidden, 256)
 VECTOR_LANES = 64                            # fp32 lanes of one 256 B vector register (facts 1.2)
 
-# -- vector work per output element, counted from S3's VFs (one 64-lane instruction = 64
-#    element-ops). VF 1, compute_swiglu, per 64-element vector: 2 vcvt bf16->fp32 (bf16
-#    input only), vexpdif (exp), vadds (+1), vdiv, vmul (x up), vabs (amax input); per four
-#    vectors the amax cascade 3 vdintlv + 3 vmax + 1 vcgmax. S3's cascade reduces to groups
-#    of 32; it is used for any scale_block (a 128-group reduction takes a similar few steps).
-CVT_OPS_PER_ELEM = 2                         # simple, bf16 input only
-DEQUANT_OPS_PER_ELEM = 2 * 3                 # int32 input: cast, x weight scale, x token scale,
-                                             # on gate and up
-CLAMP_OPS_PER_ELEM = 3                       # min on gate, max and min on up
-SWIGLU_SIMPLE_OPS_PER_ELEM = 3               # vadds, vmul, vabs
-AMAX_OPS_PER_ELEM = 7 * VECTOR_LANES / 256   # vdintlv x3, vmax x3, vcgmax per 256 elements
-SPECIAL_OPS_PER_ELEM = 1                     # vexpdif
-DIV_OPS_PER_ELEM = 1                         # vdiv
-# VF 2, quantize_f32: per group, vmaxs (clamp amax) and two vdiv (scale = amax / 448 and
-# its inverse, the exact path); per 64-element vector vadds (index), vselr (broadcast the
-# inverse), vmul, vcvt fp32->fp8
-SCALE_SIMPLE_OPS_PER_GROUP = 1
-SCALE_DIV_OPS_PER_GROUP = 2
-QUANT_SIMPLE_OPS_PER_ELEM = 4
+# -- the two SIMD VFs of S3's port, counted per 64-lane register of output values (their
+#    instructions by opcode family, config.vector.VF_FAMILIES). VF 1, compute_swiglu, per
+#    register: 2 vcvt bf16->fp32 (bf16 input; full rate), vexpdif (exp) and vdiv (special
+#    functions), vadds (+1), vmul (x up), vabs (amax input); per four registers the amax
+#    cascade 3 vdintlv + 3 vmax + 1 vcgmax. S3's cascade reduces to groups of 32; it is used
+#    for any scale_block (a 128-group reduction takes a similar few steps).
+CVT_PER_REG = 2                              # bf16 input only: bf16 -> fp32, full rate
+#: int32 input: int32 -> fp32 (half rate), x weight scale, x token scale, on gate and up
+DEQUANT_CVT_PER_REG, DEQUANT_MUL_PER_REG = 2, 4
+CLAMP_PER_REG = 3                            # min on gate, max and min on up
+SWIGLU_ALU_PER_REG = 3                       # vadds, vmul, vabs
+SWIGLU_SFU_PER_REG = 2                       # vexpdif, vdiv
+AMAX_REGS = 4                                # one cascade per four registers:
+AMAX_INTLV, AMAX_ALU, AMAX_REDUCE = 3, 3, 1  # vdintlv x3, vmax x3, vcgmax
+# VF 2, quantize_f32: per 64 groups vmaxs (clamp amax) and two vdiv (scale = amax / 448 and
+# its inverse, the exact path); per register vadds (index), vselr (broadcast the inverse),
+# vmul, and vcvt fp32->fp8 (half rate)
+SCALE_ALU, SCALE_SFU = 1, 2
+QUANT_ALU_PER_REG, QUANT_CVT_PER_REG = 3, 1
 
 
 @dataclass(frozen=True)
@@ -136,28 +136,34 @@ def row_bytes(p: SwigluParams) -> dict:
             "write": p.intermediate * DTYPE_BITS[p.out_dtype] // 8 + p.groups * SF_BYTES[p.sf_dtype]}
 
 
-def vector_ops(p: SwigluParams) -> list[tuple[str, float, int, str]]:
-    """One row's vector work as (op class, element-ops, UB bytes, label), in issue order:
-    VF 1 (SwiGLU + amax) as its simple, special and div parts, then VF 2 (scale + cast)."""
+def vector_ops(p: SwigluParams) -> list[isa.VecOp]:
+    """One row's two VFs as instruction records (class ``vf_alu``, priced by the chip's VF
+    issue model): VF 1 (SwiGLU + amax) then VF 2 (scale + cast to FP8)."""
     i, g = p.intermediate, p.groups
-    cvt = {"bf16": CVT_OPS_PER_ELEM, "int32": DEQUANT_OPS_PER_ELEM}.get(p.in_dtype, 0)
-    clamp = CLAMP_OPS_PER_ELEM if p.clamp_limit > 0 else 0
-    simple1 = (cvt + clamp + SWIGLU_SIMPLE_OPS_PER_ELEM + AMAX_OPS_PER_ELEM) * i
-    # VF 1 loads gate and up and stores the fp32 values; VF 2 loads them and stores fp8
-    ub1 = 2 * i * _in_bytes(p) + 4 * i
-    ub2 = 4 * i + i
-    return [("simple", simple1, ub1, "SwiGLU + amax (VF 1)"),
-            ("special", SPECIAL_OPS_PER_ELEM * i, 0, "exp (VF 1)"),
-            ("div", DIV_OPS_PER_ELEM * i, 0, "div (VF 1)"),
-            ("simple", QUANT_SIMPLE_OPS_PER_ELEM * i + SCALE_SIMPLE_OPS_PER_GROUP * g, ub2,
-             "scale + cast to FP8 (VF 2)"),
-            ("div", SCALE_DIV_OPS_PER_GROUP * g, 0, "scale, inverse (VF 2)")]
-
-
-def _vec_cycles(chip: ChipSpec, op_class: str, ops: float, ub: int) -> float:
-    """The engine's cost of one VecOp (facts 3.6): max(ops / class rate, UB bytes / 256)."""
-    v = chip.vector
-    return max(ops / v.ops_per_cycle[op_class], ub / v.ub_bandwidth_B_per_cycle)
+    regs, gregs = -(-i // VECTOR_LANES), -(-g // VECTOR_LANES)
+    cascades = -(-regs // AMAX_REGS)
+    alu = regs * (SWIGLU_ALU_PER_REG + (CLAMP_PER_REG if p.clamp_limit > 0 else 0)) \
+        + cascades * AMAX_ALU
+    cvt = 0
+    if p.in_dtype == "bf16":
+        alu += regs * CVT_PER_REG
+    elif p.in_dtype == "int32":
+        alu += regs * DEQUANT_MUL_PER_REG
+        cvt += regs * DEQUANT_CVT_PER_REG
+    mix1 = (alu, cvt, cascades * AMAX_INTLV, cascades * AMAX_REDUCE, regs * SWIGLU_SFU_PER_REG)
+    # gate and up loaded (one load per register of values each), the fp32 values and the
+    # group maxima stored; chain: load, convert, exp, add, div, mul, abs, the cascade, store
+    vf1 = isa.VecOp(sum(mix1) * VECTOR_LANES, "vf_alu", max(2 * i * _in_bytes(p), 4 * i),
+                    "SwiGLU + amax (VF 1)", loads=2 * regs, stores=regs + cascades, vf_calls=1,
+                    chain=(1, 1, 4 + AMAX_ALU, AMAX_INTLV, AMAX_REDUCE, 2, 0), mix=mix1)
+    mix2 = (gregs * SCALE_ALU + regs * QUANT_ALU_PER_REG, regs * QUANT_CVT_PER_REG, 0, 0,
+            gregs * SCALE_SFU)
+    # the fp32 values and the maxima loaded, the FP8 row (a packing store per register) and
+    # the scales stored; chain: load, clamp, 2 divs, select, mul, convert, store
+    vf2 = isa.VecOp(sum(mix2) * VECTOR_LANES, "vf_alu", 4 * i, "scale + cast to FP8 (VF 2)",
+                    loads=regs + gregs, stores=regs + gregs, vf_calls=1,
+                    chain=(1, 1, 3, 0, 0, 2, 1), mix=mix2)
+    return [vf1, vf2]
 
 
 def _buffers(p: SwigluParams, unit: str) -> list[BufferUse]:
@@ -183,8 +189,8 @@ def swiglu_schedule(chip: ChipSpec, p: SwigluParams) -> KernelSchedule:
     load_up = isa.Copy("gm_to_ub", half, label="load up row")
     store_out = isa.Copy("ub_to_gm", p.intermediate * DTYPE_BITS[p.out_dtype] // 8, label="store FP8 row")
     store_sf = isa.Copy("ub_to_gm", p.groups * SF_BYTES[p.sf_dtype], label="store scales")
-    ops = [isa.VecOp(n, cls, ub, label) for cls, n, ub, label in vector_ops(p)]
-    vf1, vf2 = ops[:3], ops[3:]
+    ops = vector_ops(p)
+    vf1, vf2 = ops[:1], ops[1:]
     in_free_w = [isa.WaitFlag("v", "mte2", s) for s in range(S)]
     in_full = [isa.SetFlag("mte2", "v", s) for s in range(S)]
     in_full_w = [isa.WaitFlag("mte2", "v", s) for s in range(S)]
@@ -229,7 +235,7 @@ def swiglu_schedule(chip: ChipSpec, p: SwigluParams) -> KernelSchedule:
     meta = {"kind": "swiglu", "rows": p.rows, "intermediate": p.intermediate,
             "in_dtype": p.in_dtype, "scale_block": p.scale_block, "sf_dtype": p.sf_dtype,
             "stages": S, "aivs": num_aivs, "rows_per_aiv_max": most,
-            "vector_cycles_per_row": sum(_vec_cycles(chip, o.op_class, o.ops, o.ub_bytes) for o in ops)}
+            "vector_cycles_per_row": sum(chip.vector.cycles(o) for o in ops)}
     sched = KernelSchedule(f"swiglu_{p.rows}x{p.intermediate}_{p.in_dtype}_to_{p.out_dtype}", progs, 0.0, meta)
     sched.check_buffers(chip)
     return sched
@@ -237,7 +243,7 @@ def swiglu_schedule(chip: ChipSpec, p: SwigluParams) -> KernelSchedule:
 
 def swiglu_roofline(chip: ChipSpec, p: SwigluParams) -> dict:
     """Lower bounds in ns: GM bytes over HBM (and over L2), the vector work of the busiest
-    AIV at its class rates, and each AIV copy path at its rate; ``binds`` names the largest."""
+    AIV by the chip's VF issue model, and each AIV copy path at its rate; ``binds`` names the largest."""
     _validate(chip, p)
     cores = p.num_cores or chip.num_ai_cores
     num_aivs = cores * chip.aiv_per_core
@@ -246,7 +252,7 @@ def swiglu_roofline(chip: ChipSpec, p: SwigluParams) -> dict:
     most = -(-p.rows // num_aivs) if p.rows else 0
     f = chip.aiv_freq_GHz
     f_path = chip.aic_freq_GHz                  # copy path rates are per AIC cycle (chip file)
-    per_row = sum(_vec_cycles(chip, c, n, ub) for c, n, ub, _ in vector_ops(p))
+    per_row = sum(chip.vector.cycles(o) for o in vector_ops(p))
     terms = {
         "hbm_ns": total / chip.memory.hbm_bandwidth_GBps,
         "l2_ns": total / chip.memory.l2_bandwidth_GBps,

@@ -11,8 +11,9 @@
   once; TileKernels counts its inputs and outputs the same way) over HBM bandwidth;
 - ``l2_ns``: every GM copy's bytes over L2 bandwidth (all GM traffic passes L2);
 - ``bound_ns``: their maximum; ``bound_term``, the one that binds, named as a result names
-  its bottleneck; and the intensities: vector ops and FLOP per unique HBM byte against the
-  chip's balance points (the rate over HBM bandwidth).
+  its bottleneck; and the intensities: vector ops (lanes of full-rate VF instructions, 64
+  each) and FLOP per unique HBM byte against the chip's balance points (the rate over HBM
+  bandwidth).
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def bounds(chip, sched, builder) -> dict:
     vector_total = 0.0
     vec_ops = 0.0
     gm_bytes = 0
-    rate_simple = chip.vector.ops_per_cycle["simple"]
+    # vector work in lanes of full-rate VF instructions: 64 per instruction at the chip's
+    # issue rate (config.vector); element-wise classes scaled by their rates to that unit
+    rate_ref = chip.vector.ops_per_cycle["vf_alu"] * chip.vector.issue_rate()
     for prog in sched.cores:
         for (unit, pipe), instrs in prog.pipes.items():
             total = 0.0
@@ -72,7 +75,8 @@ def bounds(chip, sched, builder) -> dict:
                     d = cache[id(ins)] = dur(ins, unit)
                 total += d
                 if t is isa.VecOp:
-                    vec_ops += ins.ops * rate_simple / chip.vector.ops_per_cycle[ins.op_class] \
+                    vec_ops += ins.ops if ins.op_class == "vf_alu" else \
+                        ins.ops * rate_ref / chip.vector.ops_per_cycle[ins.op_class] \
                         if ins.op_class in chip.vector.ops_per_cycle else ins.ops
             if pipe == "v":
                 vector_total += total
@@ -91,7 +95,7 @@ def bounds(chip, sched, builder) -> dict:
     term = max(terms, key=lambda k: (terms[k][0], k == "pipe_ns"))
     dt = builder.gemms[0][3] if builder.gemms else "bf16"
     peak_flop_per_ns = 2 * chip.cube.macs_per_cycle[dt] * f * cores
-    vec_rate = rate_simple * chip.aiv_freq_GHz * cores * chip.aiv_per_core
+    vec_rate = rate_ref * chip.aiv_freq_GHz * cores * chip.aiv_per_core
     hbm_bw = chip.memory.hbm_bandwidth_GBps
     return {"compute_ns": compute_ns, "vector_ns": vector_ns, "pipe_ns": busiest_ns, "pipe": busiest,
             "hbm_ns": hbm_ns, "l2_ns": l2_ns, "bound_ns": terms[term][0], "bound_term": term,

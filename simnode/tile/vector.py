@@ -1,29 +1,35 @@
-"""Vector ops on UB tiles and their cost at the chip's vector rates (facts 1.2, 3.6).
+"""Vector ops on UB tiles, lowered to the SIMD VF instructions they issue (facts 1.2, 3.6).
 
-Each op names its class and its element-ops, counted in fp32 lanes: a 256 B vector register
-holds 64 fp32, 128 bf16/fp16 or 256 8-bit values and one instruction processes one register,
-so an op on n elements of a w-bit type costs n * w / 32 element-ops, whatever the type
-(facts 1.2, S8: ~51 fp32 ops/cycle for simple ops, 13 for div, 8 for special functions):
+Each op issues, per 256 B register of its data (64 fp32, 128 bf16/fp16, 256 8-bit values),
+instructions of one opcode family of ``config.vector.VF_FAMILIES`` (``INSTRUCTIONS``):
 
-- simple: add, sub, mul, max, min, abs, neg, fill, mov, select, compare, fma, row
-  reductions;
-- div: div;
-- special: exp (``exp(x - m)`` is one fused special op, as Ascend's ``vexpdif``), log,
-  sqrt, rsqrt, tanh;
-- cast: one conversion per element at fp32 width, two when a 16-bit type goes to or from
-  an 8/4-bit float (through fp32, as TileKernels' Ascend casts do); an fp4 source also
-  passes the FP4 decoder (64 B/cycle, facts 1.2, S3).
+- full-rate ALU: add, sub, mul, max, min, abs, neg, select, compare, fma (VMADD), the
+  f32 <-> bf16/fp16 converts; integer add/sub/mul are half-rate (the ``cvt`` family);
+- special functions: exp (``exp(x - m)`` is one VEXPDIF), log, sqrt, div; rsqrt is a sqrt
+  and a div;
+- fill is one VDUP (the register is stored as often as the tile needs); mov is loads and
+  stores only;
+- a row reduction (sum / max / min) adds each row's registers pairwise (full-rate ALU),
+  reduces the last one in-register (VCADD / VCMAX, single issue) and stores the row's scalar
+  with a one-point store (the VF has no lane insert), as TileLang's flash-attention softmax
+  does; groups smaller than a register reduce in-register (VCGADD / VCGMAX), one per register;
+- cast: converts through fp32 (two when a 16-bit type goes to or from an 8/4-bit float, as
+  TileKernels' Ascend casts do), full-rate between fp32 and a 16-bit float, half-rate
+  otherwise; a narrowing cast packs each output register with an or (VOR); an fp4 source
+  also passes the FP4 decoder (64 B/cycle, facts 1.2, S3).
 
-An op alone is one ``VecOp`` whose UB traffic is every operand's bytes. Ops inside ``with
-T.vf():`` fuse into one vector function, as ``T.SimdVF`` does: values stay in registers,
-so each buffer is read once and written once, and the element-ops of all classes run on
-the one VALU one after another (``VecOp.ops`` in simple-op equivalents). A buffer whose
-first use in the function is a write is produced there; one that is read first and then
-written is updated in place (its data is not new).
+A UB operand is loaded once per vector function (one load per register of the region it
+covers) and a written UB region stored once; a per-row operand broadcast against a wider
+tile (``m`` of ``exp(s - m)``) takes a broadcast load per row. Ops inside ``with T.vf():``
+fuse into one vector function, as ``T.SimdVF`` does: values stay in registers, and the
+instruction stream is priced by the chip's one VF issue model (``config.vector``); an op
+alone is a vector function of its own. A buffer whose first use in the function is a write
+is produced there; one that is read first and then written is updated in place.
 """
 
 from __future__ import annotations
 
+from simnode.config.vector import VF_FAMILIES, VF_LATENCY_CLASSES
 from simnode.instr import isa
 from simnode.tile import dtypes
 from simnode.tile.builder import current
@@ -31,26 +37,44 @@ from simnode.tile.regions import Buffer, Region, whole
 from simnode.tile.site import caller, fail
 from simnode.tile.sync import TileOp
 
-CLASSES = {"add": "simple", "sub": "simple", "mul": "simple", "max": "simple", "min": "simple",
-           "abs": "simple", "neg": "simple", "fill": "simple", "select": "simple",
-           "compare": "simple", "fma": "simple", "reduce": "simple", "mov": "simple",
-           "div": "div", "exp": "special", "log": "special", "sqrt": "special",
-           "rsqrt": "special", "tanh": "special"}
-
+#: the opcode family (``config.vector.VF_FAMILIES``) and instructions per register of each op
+INSTRUCTIONS = {"add": ("alu", 1), "sub": ("alu", 1), "mul": ("alu", 1), "max": ("alu", 1),
+                "min": ("alu", 1), "abs": ("alu", 1), "neg": ("alu", 1), "select": ("alu", 1),
+                "compare": ("alu", 1), "fma": ("alu", 1), "div": ("sfu", 1), "exp": ("sfu", 1),
+                "log": ("sfu", 1), "sqrt": ("sfu", 1), "rsqrt": ("sfu", 2)}
+#: integer element-wise arithmetic issues at the half rate (the ``cvt`` family, config.vector)
+_INT_HALF_RATE = ("add", "sub", "mul")
+_INTS = ("int64", "int32", "uint32", "int16", "uint16", "int8", "uint8")
 _NARROW_FLOATS = ("fp8", "fp4")
+REG_BITS = 2048                                   # one 256 B vector register (facts 1.2, S3/S8)
+
+
+def _regs(elements: int, bits: int) -> int:
+    """Registers ``elements`` values of ``bits`` fill."""
+    return -(-elements * bits // REG_BITS)
 
 
 class VF:
-    """An open fused vector function: element-ops by class, and the buffers it touches."""
-    __slots__ = ("label", "at", "ops", "reads", "writes", "order", "decode")
+    """An open fused vector function: its instructions by family, the extra loads and stores
+    its ops need beyond one pass over its UB operands, its chain, the buffers it touches."""
+    __slots__ = ("label", "at", "mix", "loads", "stores", "chain", "reads", "writes", "order",
+                 "decode")
 
     def __init__(self, label, at):
         self.label, self.at = label, at
-        self.ops = {"simple": 0.0, "div": 0.0, "special": 0.0}
+        self.mix = dict.fromkeys(VF_FAMILIES, 0)
+        self.loads = self.stores = 0
+        self.chain = dict.fromkeys(VF_LATENCY_CLASSES, 0)
         self.reads: dict = {}        #: Buffer -> (lo, hi, bytes, elements) read from outside
         self.writes: dict = {}       #: Buffer -> (lo, hi, bytes, elements)
         self.order: dict = {}        #: Buffer -> "r" or "w", its first use
         self.decode = 0
+
+    def issue(self, family: str, n: int) -> None:
+        """``n`` instructions of ``family``; one of them joins the VF's dependent chain."""
+        if n:
+            self.mix[family] += n
+            self.chain[family] += 1
 
     def touch(self, r: Region, write: bool) -> None:
         buf = r.obj
@@ -95,16 +119,12 @@ def _ub(x, what, at) -> Region | None:
     return r
 
 
-def _width(regions) -> float:
-    return max(dtypes.bits(r.obj.dtype) for r in regions) / 32.0
-
-
 _BITS = dtypes.BITS
 
 
 def op(name: str, dst, *srcs, elements=None, label=None) -> None:
-    """One vector op of class ``CLASSES[name]`` writing ``dst`` from ``srcs`` (regions or
-    scalars); ``elements`` overrides the count (reductions count what they read)."""
+    """One vector op ``name`` writing ``dst`` from ``srcs`` (regions or scalars);
+    ``elements`` overrides the count of values it computes."""
     d = _ub(dst, "destination", None)
     n = d.n
     bits = _BITS[d.obj.dtype]
@@ -127,16 +147,23 @@ def op(name: str, dst, *srcs, elements=None, label=None) -> None:
         ins.append(r)
     if elements is not None:
         n = elements
-    vf = current().vf
-    if vf is not None:                      # the common case inside T.vf(): accumulate here
-        for r in ins:
-            if r.obj.scope != "reg":
-                vf.touch(r, False)
-        if d.obj.scope != "reg":
-            vf.touch(d, True)
-        vf.ops[CLASSES[name]] += n * bits / 32.0
-        return
-    _issue(CLASSES[name], n * bits / 32.0, [d], ins, label or name, None)
+    vf, alone = _open(label or name)
+    regs = _regs(n, bits)
+    if name == "fill":
+        vf.issue("reduce", 1)                       # one VDUP, stored as often as needed
+    elif name != "mov":
+        family, per = INSTRUCTIONS[name]
+        if name in _INT_HALF_RATE and d.obj.dtype in _INTS:
+            family = "cvt"
+        vf.issue(family, regs * per)
+    rows = d.extents[0]
+    for r in ins:
+        # a per-row value broadcast over a wider row: one broadcast load per row (BRC)
+        if r.obj.scope == "ub" and r.n < n and r.n == rows and d.n > rows:
+            vf.loads += rows
+    vf.use(ins, [d])
+    if alone:
+        _finish(vf)
 
 
 def cast(dst, src, label=None) -> None:
@@ -145,82 +172,105 @@ def cast(dst, src, label=None) -> None:
     if d.elements != s.elements:
         fail(f"cast {s.describe()} -> {d.describe()}: {s.elements} vs {d.elements} elements", at)
     a, b_ = s.obj.dtype, d.obj.dtype
-    steps = 2 if ((a in _NARROW_FLOATS) != (b_ in _NARROW_FLOATS) and 32 not in
-                  (dtypes.bits(a), dtypes.bits(b_))) else 1
-    decode = s.nbytes if a == "fp4" else 0
-    _issue("simple", s.elements * steps, [d], [s], label or f"cast {a}->{b_}", at, decode)
+    wide = 32 in (dtypes.bits(a), dtypes.bits(b_))
+    steps = 2 if ((a in _NARROW_FLOATS) != (b_ in _NARROW_FLOATS) and not wide) else 1
+    fast = {a, b_} <= {"fp32", "bf16", "fp16"}      # f32 <-> bf16 / f16: full rate
+    vf, alone = _open(label or f"cast {a}->{b_}", at)
+    n = s.elements
+    vf.issue("alu" if fast else "cvt", _regs(n, 32) * steps)
+    if _BITS[b_] < _BITS[a]:
+        vf.issue("alu", _regs(n, _BITS[b_]))         # pack the narrowed halves (VOR)
+    vf.decode += s.nbytes if a == "fp4" else 0
+    vf.use([s], [d])
+    if alone:
+        _finish(vf)
 
 
 def reduce(kind: str, dst, src, label=None) -> None:
     """Row reduction (sum / max / min / absmax) of ``src`` into ``dst``: any grouping whose
-    result count divides the input (rows, per-32 groups, columns) costs one op per input."""
+    result count divides the input (rows, per-32 groups, columns)."""
     at = None
     d, s = _ub(dst, "destination", at), _ub(src, "source", at)
     if s.elements % d.elements:
         fail(f"reduce_{kind} {s.describe()} -> {d.describe()}: {d.elements} results do not divide "
              f"{s.elements} inputs", at)
-    per = 2 if kind == "absmax" else 1            # |x| then max
-    _issue("simple", s.elements * per * _width([s]), [d], [s], label or f"reduce_{kind}", at)
+    vf, alone = _open(label or f"reduce_{kind}", at)
+    bits = _BITS[s.obj.dtype]
+    regs, results = _regs(s.elements, bits), d.elements
+    if kind == "absmax":
+        vf.issue("alu", regs)                         # |x| first
+    if (s.elements // results) * bits >= REG_BITS:  # a result per row of registers
+        vf.issue("alu", regs - results)               # fold each row's registers into one
+        vf.issue("reduce", results)                   # VCADD / VCMAX
+        vf.stores += results                          # the row's scalar, a one-point store
+    else:
+        vf.issue("reduce", regs)                      # VCGADD / VCGMAX: groups in-register
+    vf.use([s], [d])
+    if alone:
+        _finish(vf)
 
 
-def custom(reads, writes, simple=0.0, div=0.0, special=0.0, label="vf") -> None:
+def custom(reads, writes, simple=0.0, div=0.0, special=0.0, label="vf", instructions=None) -> None:
     """A vector function given by its instruction counts (256 B registers each), as
-    ``T.SimdVF(latency=...)`` annotates one: for code the tile ops do not express."""
+    ``T.SimdVF(latency=...)`` annotates one: for code the tile ops do not express. ``simple``
+    are full-rate ALU instructions, ``div`` and ``special`` special-function ones. Or a VF
+    counted whole by its caller: ``instructions``, an ``isa.VecOp`` of class ``vf_alu`` with
+    its own loads, stores and chain, issued as given (``reads`` and ``writes`` then only
+    order it against the other pipes)."""
     at = caller()
     rs = [_ub(x, "operand", at) for x in reads]
     ws = [_ub(x, "destination", at) for x in writes]
-    b = current()
-    lanes = 64                                    # fp32 lanes of one 256 B register (facts 1.2)
-    own = b.vf is None
-    if own:
-        b.vf = VF(label, at)
-    vf = b.vf
+    vf, alone = _open(label, at)
+    if instructions is not None:
+        if not alone:
+            fail("T.vector_work(instructions=...) is a whole vector function: not inside T.vf()", at)
+        vf.use(rs, ws)
+        _record(vf, instructions)
+        return
     vf.use(rs, ws)
-    vf.ops["simple"] += simple * lanes
-    vf.ops["div"] += div * lanes
-    vf.ops["special"] += special * lanes
-    if own:
-        b.vf = None
-        _close(b, vf)
+    vf.issue("alu", simple)
+    vf.issue("sfu", div + special)
+    if alone:
+        _finish(vf)
 
 
-def _issue(cls, ops, dsts, srcs, label, at, decode=0) -> None:
-    """Add an op to the open vector function, or issue it alone as one of its own."""
+def _open(label, at=None):
+    """The open vector function, or a new one for an op alone (then ``alone`` is true)."""
     b = current()
-    vf = b.vf
-    alone = vf is None
-    if alone:
-        b.need_block("run a vector op")
-        vf = VF(label, at or caller())
-    vf.use(srcs, dsts)
-    vf.ops[cls] += ops
-    vf.decode += decode
-    if alone:
-        _close(b, vf, sum_bytes=sum(r.nbytes for r in srcs if r.obj.scope != "reg")
-               + sum(r.nbytes for r in dsts if r.obj.scope != "reg"))
+    if b.vf is not None:
+        return b.vf, False
+    b.need_block("run a vector op")
+    return VF(label, at or caller()), True
 
 
 _VECOPS: dict = {}
 
 
-def _close(b, vf: VF, sum_bytes=None) -> None:
-    """Issue one VecOp per AIV in scope for a finished vector function."""
-    if not any(vf.ops.values()) and not vf.decode:
+def _finish(vf: VF) -> None:
+    """Issue one VecOp per AIV in scope for a finished vector function: its instructions,
+    one load per register of each UB region it reads, one store per register it writes."""
+    if not any(vf.mix.values()) and not vf.decode and not vf.reads and not vf.writes:
         return
-    rates = b.chip.vector.ops_per_cycle
-    used = [c for c, v in vf.ops.items() if v]
-    if len(used) == 1:
-        cls, ops = used[0], vf.ops[used[0]]
-    else:
-        # one VALU runs every class in turn: simple-op equivalents keep the sum of the times
-        cls = "simple"
-        ops = sum(v * rates["simple"] / rates[c] for c, v in vf.ops.items())
-    ub = sum_bytes if sum_bytes is not None else (
-        sum(x[2] for x in vf.reads.values()) + sum(x[2] for x in vf.writes.values()))
-    key = (round(ops, 6), cls, ub, vf.label, vf.at[1], vf.decode)
+    read_b = sum(x[2] for x in vf.reads.values())
+    write_b = sum(x[2] for x in vf.writes.values())
+    loads = vf.loads + sum(-(-x[2] // (REG_BITS // 8)) for x in vf.reads.values())
+    stores = vf.stores + sum(-(-x[2] // (REG_BITS // 8)) for x in vf.writes.values())
+    chain = dict(vf.chain, load=1 if loads else 0, store=1 if stores else 0)
+    mix = tuple(vf.mix[f] for f in VF_FAMILIES)
+    chain_t = tuple(chain[c] for c in VF_LATENCY_CLASSES)
+    key = (mix, loads, stores, max(read_b, write_b), vf.label, vf.at[1], vf.decode, chain_t)
     ins = _VECOPS.get(key)
     if ins is None:
-        ins = _VECOPS[key] = isa.VecOp(ops, cls, ub, f"{vf.label} (line {vf.at[1]})", vf.decode)
+        ins = _VECOPS[key] = isa.VecOp(
+            sum(mix) * (REG_BITS // 32), "vf_alu", max(read_b, write_b),
+            f"{vf.label} (line {vf.at[1]})", vf.decode, loads=loads, stores=stores, vf_calls=1,
+            chain=chain_t, mix=mix)
+    _record(vf, ins)
+
+
+def _record(vf: VF, ins) -> None:
+    """Record ``ins`` on the vector pipe of every AIV in scope, with ``vf``'s UB accesses."""
+    b = current()
     blk = b.block
     for u in b.scope:
         reads, writes = [], []
@@ -255,5 +305,5 @@ class vf_scope:
         b = current()
         vf, b.vf = b.vf, None
         if exc_type is None and vf is not None:
-            _close(b, vf)
+            _finish(vf)
         return False

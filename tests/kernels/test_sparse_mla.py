@@ -230,8 +230,8 @@ def test_a_vf_is_priced_by_its_exus_ports_chain_and_fixed_start(chip):
 
 
 def test_the_calibrated_issue_rate_caps_compute_issue_and_nothing_else(chip):
-    """vf_issue_per_cycle (calibrated, 1 on the 950DT) takes the place of the EXU count for
-    compute and special-function issue; loads, stores, chains and the call cost keep their
+    """vf_issue_per_cycle (calibrated, 1 on the 950DT) caps the issue stage; each family's own
+    rate (exps a pair every 4 cycles), loads, stores, chains and the call cost keep their
     prices, and a rate above the EXU count changes nothing."""
     v = chip.vector
     assert (v.vf_issue_ports, v.vf_issue_per_cycle) == (2, 1)
@@ -239,7 +239,7 @@ def test_the_calibrated_issue_rate_caps_compute_issue_and_nothing_else(chip):
     def cyc(spec, **kw):
         return spec.cycles(isa.VecOp(kw.pop("alu", 0) * 64, "vf_alu", **kw))
     assert cyc(v, alu=100) == 100
-    assert cyc(v, sfu_ops=10 * 64) == 40                       # 10 exps, 4 cycles each
+    assert cyc(v, sfu_ops=10 * 64) == 20                       # the SFUs still pair every 4
     assert cyc(v, alu=10, loads=40) == 20 and cyc(v, alu=10, stores=40) == 40
     assert cyc(v, alu=2, chain=(1, 0, 2, 0, 0, 0)) == 9 + 2 * 7
     dual = dataclasses.replace(v, vf_issue_per_cycle=0)

@@ -291,15 +291,22 @@ def k():
             T.cast(q, r)
 """
     ops = [i for i in lower(build(src)).cores[0].pipes[("aiv0", "v")] if type(i) is isa.VecOp]
-    rates = chip.vector.ops_per_cycle
-    assert (ops[0].ops, ops[0].op_class, ops[0].ub_bytes) == (1024, "simple", 3 * 4096)
-    assert (ops[1].ops, ops[1].ub_bytes) == (512, 3 * 2048)        # 128 bf16 lanes per register
-    assert (ops[2].ops, ops[2].op_class) == (1024, "special")
-    assert (ops[3].ops, ops[3].ub_bytes) == (2048, 2048 + 1024)    # bf16 -> fp8 through fp32
+    # each op alone is a VF of its own: (alu, cvt, intlv, reduce, sfu) per 256 B register,
+    # one load per register read and one store per register written, one call
+    assert all(o.op_class == "vf_alu" and o.vf_calls == 1 for o in ops)
+    assert [(o.mix, o.loads, o.stores) for o in ops[:4]] == [
+        ((16, 0, 0, 0, 0), 16, 16),          # fp32 add: 64 lanes per register
+        ((8, 0, 0, 0, 0), 8, 8),             # bf16 add: 128 lanes per register
+        ((0, 0, 0, 0, 16), 16, 16),          # exp: special-function instructions
+        ((4, 32, 0, 0, 0), 8, 4)]            # bf16 -> fp8: 2 half-rate converts via fp32, a pack
     fused = ops[4]
-    assert fused.op_class == "simple" and fused.ub_bytes == 2048 + 4096 + 1024   # h, a read; q written
-    want = 1024 + 1024 * rates["simple"] / rates["special"] + 1024 * rates["simple"] / rates["div"] + 1024
-    assert fused.ops == pytest.approx(want)
+    # bf16 -> fp32 (full rate), exp, div, fp32 -> fp8 (half rate) and its pack; h and a
+    # read, q written, r in registers
+    assert (fused.mix, fused.loads, fused.stores) == ((20, 16, 0, 0, 32), 8 + 16, 4)
+    assert fused.chain == (1, 1, 2, 0, 0, 2, 1)
+    assert fused.ub_bytes == 2048 + 4096
+    # a short VF: its dependent chain (load, 2 ALU, exp, div, convert, store) sets its time
+    assert chip.vector.cycles(fused) == 9 + 2 * 7 + 2 * 18 + 8 + 9 + 35
 
 
 def test_gemm_from_l1_stages_k_steps_through_half_of_l0(build, lower, chip):

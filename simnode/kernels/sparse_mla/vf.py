@@ -2,28 +2,27 @@
 
 FlashMLA's AIVs do their vector work in SIMD VFs (S2 ``kernel_body.h``). Each VF here is
 counted as S2 writes it, intrinsic by intrinsic, and each intrinsic is mapped to the RV
-instruction it issues and that instruction's execution-unit class in the camodel-extracted VF
-model tilesim/VfSimulator (configs/isa.json ``dispatch_exu``):
+instruction it issues and that instruction's opcode family (``config.vector.VF_FAMILIES``,
+rates in docs/vector-unit.md):
 
-- EXU01 (either of the two EXUs): add/sub/mul/madd/min/max, shifts, or, compares, selects,
-  the bf16/fp8 conversions (VCVT), the lane-index generator (VCI), VCGMAX (``asc_reduce_max_
-  datablock``), the FP4 conversion (its decoding priced by the FP4 decoder, facts 1.2, S3);
-- EXU0 only: (de)interleave (VINTLV / VDINTLV, only EXU0 observed, VfSimulator docs/
-  interleave_modeling.md), duplicate (VDUP), in-register reductions (VCMAX, VCADD);
-- special functions (SFU, EXU01 at an initiation interval, isa.json): exp (``asc_exp_sub``
-  = VEXPDIF), ln, div;
+- ``alu`` (either EXU, one per cycle each): add/sub/mul/madd/min/max, shifts, or, compares,
+  selects, the f32 <-> bf16 conversions, the lane-index generator (VCI);
+- ``cvt`` (either EXU, a pair every 2 cycles): the fp8 and fp4 conversions (the FP4 one's
+  decoding priced by the FP4 decoder, facts 1.2, S3);
+- ``intlv`` (EXU0, every 2 cycles): VINTLV / VDINTLV;
+- ``reduce`` (EXU0, single issue): VDUP, in-register reductions (VCMAX, VCGMAX, VCADD, VCPADD);
+- ``sfu`` (either EXU, a pair every 4 cycles): exp (``asc_exp_sub`` = VEXPDIF), ln, div;
 - loads (VLDS and its unpack / broadcast / gather forms) and stores (VSTS, VSSTB).
 
-Each VF becomes ``VecOp`` records of class ``vf_alu`` with these counts (``ops`` are fp32
-element-ops, 64 per full-register instruction: a 16-bit lane is half an fp32 op, so a
-128-lane bf16 instruction is 64 too), its UB bytes each way, the FP4 bytes it decodes, and
-its longest chain of dependent instructions. The chip prices them
-(``config.chip.VectorSpec.cycles``): compute over 2 EXUs (at the 950DT's calibrated issue
-rate of one per cycle, topologies/ascend950dt.yaml ``vf_issue_per_cycle``), EXU0-only work on
-one, loads and stores on their ports, or the chain if longer, plus a fixed start and drain
-per call. A VF whose body is split by ``asc_mem_bar`` (later loads wait for earlier stores) is
-one record per phase between barriers, so its phases add up; only the first record carries
-the call.
+Each VF becomes ``VecOp`` records of class ``vf_alu`` with these counts (``mix``; ``ops``
+report them as fp32 element-ops, 64 per full-register instruction), its UB bytes each way,
+the FP4 bytes it decodes, and its longest chain of dependent instructions. The chip prices
+them (``config.vector.VectorSpec.cycles``): the issue stage at the 950DT's calibrated one
+compute instruction per cycle (topologies/ascend950dt.yaml ``vf_issue_per_cycle``), each
+family at its own rate, loads and stores on their ports, or the chain if longer, plus a
+fixed start and drain per call. A VF whose body is split by ``asc_mem_bar`` (later loads
+wait for earlier stores) is one record per phase between barriers, so its phases add up;
+only the first record carries the call.
 
 Counts are per AIV and per call, as functions of the call's shape, so the other plans
 (1C1V's 64 rows, ``b_topk``) are costed by the same code paths. Main names:
@@ -34,8 +33,8 @@ op's ``CastScaleImpl`` and ``AntiquantVFImplFp8D448``), ``nd2nz`` (prefill's
 (``get_final_output_vf``) and ``clear_kv`` (``clear_kv_buf_vf``).
 
 Assumptions a reader could doubt (each a line below where it is used):
-- instructions VfSimulator does not list are classed with their nearest listed relative
-  (VMULL, VADDC, the fp8 VCVTs as EXU01 ALU; VCGADD like VCGMAX; VCPADD like VCADD, EXU0 only);
+- instructions the sources do not list are classed with their nearest listed relative
+  (VMULL, VADDC and the index math as full-rate ALU; VCGADD like VCGMAX; VCPADD like VCADD);
 - iterations of a loop are independent but for their pointers, so the OoO VF overlaps them and
   a loop's chain is one iteration's (its 68 physical registers are not modeled as a limit);
 - same-EXU initiation intervals between unlike instructions (InitiationInterval.json: mostly
@@ -60,21 +59,24 @@ FP4_SCALE_ROWS = 4        # ... the FP4 one 4 rows
 INDEX_BLOCK = 640         # facts 3.4: INDEX_BLOCK_SIZE; prefill walks it all
 
 
-def _chain(load=0, store=0, alu=0, intlv=0, reduce=0, sfu=0) -> tuple:
-    """A dependent chain as a count per ``config.chip.VF_LATENCY_CLASSES``."""
-    return (load, store, alu, intlv, reduce, sfu)
+def _chain(load=0, store=0, alu=0, intlv=0, reduce=0, sfu=0, cvt=0) -> tuple:
+    """A dependent chain as a count per ``config.vector.VF_LATENCY_CLASSES``."""
+    return (load, store, alu, intlv, reduce, sfu, cvt)
 
 
-def _vf(label: str, *, alu=0.0, exu0=0.0, sfu=0.0, loads=0, stores=0, load_bytes=0,
-        store_bytes=0, decode=0, chain=(), call=True) -> isa.VecOp:
-    """One VF phase: ``alu`` compute instructions (EXU0-only ones included, ``exu0`` of them),
-    ``sfu`` special-function instructions beside them, load and store instructions and the
-    bytes they move (reads and writes overlap, so the larger direction sets the UB time, as
-    for ND2NZ, facts 3.3 S1), FP4 bytes decoded, and the phase's longest dependent chain."""
-    return isa.VecOp(alu * REG_OPS, "vf_alu", int(max(load_bytes, store_bytes)), label,
-                     int(decode), exu0_ops=exu0 * REG_OPS, sfu_ops=sfu * REG_OPS,
+def _vf(label: str, *, alu=0.0, cvt=0.0, intlv=0.0, reduce=0.0, sfu=0.0, loads=0, stores=0,
+        load_bytes=0, store_bytes=0, decode=0, chain=(), call=True) -> isa.VecOp:
+    """One VF phase: its compute instructions per opcode family (``config.vector.VF_FAMILIES``:
+    full-rate ``alu``, half-rate ``cvt``, ``intlv``, ``reduce`` (with VDUP), ``sfu``), load and
+    store instructions and the bytes they move (reads and writes overlap, so the larger
+    direction sets the UB time, as for ND2NZ, facts 3.3 S1), FP4 bytes decoded, and the
+    phase's longest dependent chain."""
+    mix = (alu, cvt, intlv, reduce, sfu)
+    return isa.VecOp((alu + cvt + intlv + reduce) * REG_OPS, "vf_alu",
+                     int(max(load_bytes, store_bytes)), label, int(decode),
+                     exu0_ops=(intlv + reduce) * REG_OPS, sfu_ops=sfu * REG_OPS,
                      loads=int(loads), stores=int(stores), vf_calls=1 if call else 0,
-                     chain=chain)
+                     chain=chain, mix=mix)
 
 
 @lru_cache(maxsize=None)
@@ -93,25 +95,26 @@ def dequant(dtype: str, tokens: int, row_bytes: int) -> tuple:
         # per token: 2 broadcast loads and 2 asc_intlv (EXU0) of the scales; per chunk an
         # unpack load (128 B), asc_e4m32float, asc_e4m32float_v3, shift right, or, mul, vsstb;
         # chain load -> convert -> shift -> or -> mul -> store
-        body = _vf("dequant FP8 + ND2NZ", alu=tokens * (2 + CHUNKS * 5), exu0=tokens * 2,
-                   loads=tokens * (2 + CHUNKS), stores=stores,
+        body = _vf("dequant FP8 + ND2NZ", alu=tokens * CHUNKS * 3, cvt=tokens * CHUNKS * 2,
+                   intlv=tokens * 2, loads=tokens * (2 + CHUNKS), stores=stores,
                    load_bytes=tokens * (D + 2 * 32), store_bytes=stores * REG_BYTES,
-                   chain=_chain(load=1, alu=4, store=1), call=False)
+                   chain=_chain(load=1, cvt=1, alu=3, store=1), call=False)
         return (pro, body)
     if dtype == "fp4":
         steps = math.ceil(tokens / FP4_SCALE_ROWS)
         # prologue: arange, 2 shifts, add; per 4 rows: asc_gather, 2 asc_e4m32float, shift,
         # or (E4M3 -> bf16), store
-        pro = _vf("dequant FP4: scales", alu=4 + 4 * steps, loads=steps, stores=steps,
+        pro = _vf("dequant FP4: scales", alu=4 + 2 * steps, cvt=2 * steps, loads=steps,
+                  stores=steps,
                   load_bytes=steps * REG_BYTES // 2, store_bytes=steps * REG_BYTES,
                   chain=_chain(load=1, alu=3, store=1))
         # per chunk: a broadcast load (scale), an unpack4 load (64 B), asc_e2m1x22bfloat16
         # (through the FP4 decoder: its rate is in decoded bytes, facts 1.2, S3
         # heuristics.hpp "512 decoded bytes per eight vector cycles"), mul, vsstb
-        body = _vf("dequant FP4 + ND2NZ", alu=tokens * CHUNKS * 2,
+        body = _vf("dequant FP4 + ND2NZ", alu=tokens * CHUNKS, cvt=tokens * CHUNKS,
                    loads=tokens * CHUNKS * 2, stores=stores,
                    load_bytes=tokens * (D // 2 + CHUNKS * 32), store_bytes=stores * REG_BYTES,
-                   decode=tokens * D * 2, chain=_chain(load=1, alu=2, store=1), call=False)
+                   decode=tokens * D * 2, chain=_chain(load=1, cvt=1, alu=1, store=1), call=False)
         return (pro, body)
     if dtype == "c8":
         return _dequant_c8(tokens)
@@ -135,13 +138,17 @@ def _dequant_c8(tokens: int) -> tuple:
     scales = _vf("dequant C8: scales", alu=2 * tokens, loads=tokens, stores=tokens,
                  load_bytes=tokens * 32, store_bytes=tokens * REG_BYTES,
                  chain=_chain(load=1, alu=2, store=1))
-    alu = tokens * (C8_FULL_LOOPS * 7 + 4) + 1                # + the VDUP of the zero register
-    exu0 = tokens * (C8_FULL_LOOPS + 1) + 1
+    # per full loop and row 2 FP8 -> fp32 casts (half rate), 2 muls and 2 fp32 -> bf16 casts
+    # (full rate) and a deinterleave; the last loop one of each; one VDUP of the zero register
+    cvt = tokens * (C8_FULL_LOOPS * 2 + 1)
+    alu = tokens * (C8_FULL_LOOPS * 4 + 2)
+    intlv = tokens * (C8_FULL_LOOPS + 1)
     loads = tokens * (C8_FULL_LOOPS * 4 + 3)
     stores = tokens * (C8_FULL_LOOPS + 2)
-    body = _vf("dequant C8 + ND2NZ", alu=alu, exu0=exu0, loads=loads, stores=stores,
+    body = _vf("dequant C8 + ND2NZ", alu=alu, cvt=cvt, intlv=intlv, reduce=1, loads=loads,
+               stores=stores,
                load_bytes=tokens * (C8_NOPE + C8_TILE * 2 + (C8_FULL_LOOPS * 2 + 1) * 4),
-               store_bytes=tokens * D * 2, chain=_chain(load=1, alu=3, intlv=1, store=1))
+               store_bytes=tokens * D * 2, chain=_chain(load=1, cvt=1, alu=2, intlv=1, store=1))
     return (scales, body)
 
 
@@ -170,10 +177,12 @@ def softmax(rows: int, cols: int, first: bool) -> tuple:
     # 4-row iterations are independent; the chain runs through one: P load, the vmax of every
     # group in turn, VCGMAX, deintlv, max, intlv, store. A later block first loads the old
     # max and sum and scales the max.
-    alu = 2 * groups + quads * (groups + 4) + (0 if not first else quads) + (0 if first else 1)
-    exu0 = groups + quads * 2 + (quads if first else 0)
+    # (VCGMAX is a reduction: single issue, as measured, register-simd.md)
+    intlv = groups + quads * 2
+    reduce = quads + (quads if first else 0)
+    alu = groups + quads * (groups + 1) + (0 if first else 1)
     loads = 2 * groups + quads * (groups + (0 if first else 1)) + (0 if first else 2)
-    a = _vf("softmax", alu=alu, exu0=exu0, loads=loads, stores=quads,
+    a = _vf("softmax", alu=alu, intlv=intlv, reduce=reduce, loads=loads, stores=quads,
             load_bytes=loads * REG_BYTES, store_bytes=quads * 32,
             chain=_chain(load=1, alu=groups + 1, reduce=1, intlv=2, store=1))
     if first:
@@ -184,7 +193,7 @@ def softmax(rows: int, cols: int, first: bool) -> tuple:
         # B. load new and O maxima, sub, VCMAX (EXU0), VDUP (EXU0), compare, select, store
         # (the decision is what the exp phase reads, after a barrier); beside it 2 muls and
         # asc_exp_sub give the rescale factors, stored twice
-        b = _vf("softmax: rescale decision", alu=7, exu0=2, sfu=1, loads=2, stores=3,
+        b = _vf("softmax: rescale decision", alu=5, reduce=2, sfu=1, loads=2, stores=3,
                 load_bytes=2 * REG_BYTES, store_bytes=3 * REG_BYTES,
                 chain=_chain(load=1, alu=4, reduce=1, store=1), call=False)
     # C. per 8 rows: 2 loads and muls of the O maxima; per pair of column groups 4 x (load,
@@ -193,12 +202,14 @@ def softmax(rows: int, cols: int, first: bool) -> tuple:
     # a store. Chain through one 8-row iteration: load, mul, exp, the row-sum adds of every
     # group, the two reductions, intlv, store. A later block then folds in the old sum
     # (load, madd, store) after a barrier.
-    alu = octs * (2 + pairs * (4 + 4 + 4 + 2 + 1) - 2 + 2 * 3)
-    exu0 = octs * (pairs + 2 * 2)
+    alu = octs * (2 + pairs * (4 + 4 + 4 + 2) - 2)
+    intlv = octs * (pairs + 2)
+    reduce = octs * 2 * 2                    # VCGADD and VCPADD per row half
     sfu = octs * pairs * 4
     loads = octs * (2 + pairs * 4)
     stores = octs * (pairs * 2 + 2)
-    c = _vf("softmax: exp + row sum", alu=alu, exu0=exu0, sfu=sfu, loads=loads, stores=stores,
+    c = _vf("softmax: exp + row sum", alu=alu, intlv=intlv, reduce=reduce, sfu=sfu, loads=loads,
+            stores=stores,
             load_bytes=loads * REG_BYTES, store_bytes=stores * REG_BYTES,
             chain=_chain(load=1, alu=1 + groups, sfu=1, reduce=2, intlv=1, store=1), call=False)
     out = [a, b, c]
@@ -231,10 +242,12 @@ def process_index(mode: str, indices: int) -> tuple:
     AIVs, all of them: each then gathers its half), prefill always the whole 640 (S2)."""
     n = INDEX_BLOCK if mode == "prefill" else max(1, indices)
     pairs = math.ceil(n / (2 * REG_OPS))
-    alu = INDEX_ALU_SETUP[mode] + pairs * INDEX_ALU_PER_PAIR[mode]
-    exu0 = INDEX_EXU0_SETUP[mode] + pairs * INDEX_EXU0_PER_PAIR[mode]
+    intlv = 1 + pairs * INDEX_EXU0_PER_PAIR[mode]             # set-up deinterleave, per pair 3
+    reduce = INDEX_EXU0_SETUP[mode] - 1                       # the VDUPs
+    alu = INDEX_ALU_SETUP[mode] + pairs * INDEX_ALU_PER_PAIR[mode] - intlv - reduce
     stores = pairs * INDEX_STORES_PER_PAIR
-    return (_vf("index preprocess", alu=alu, exu0=exu0, loads=2 * pairs, stores=stores,
+    return (_vf("index preprocess", alu=alu, intlv=intlv, reduce=reduce, loads=2 * pairs,
+                stores=stores,
                 load_bytes=2 * pairs * REG_BYTES, store_bytes=stores * REG_BYTES,
                 chain=INDEX_CHAIN[mode]),)
 
@@ -258,7 +271,7 @@ def final_lse(sinks: bool) -> tuple:
     (LSE); [sink: load, asc_exp_sub, add]; VDUP of 1, div, VDUP, store (1 / row sum). A short
     VF, so its dependent chain sets its time: load, deintlv, [exp, add], div, VDUP, store."""
     alu = 11 + (1 if sinks else 0)
-    return (_vf("final LSE + 1/sum", alu=alu, exu0=7, sfu=3 if sinks else 2,
+    return (_vf("final LSE + 1/sum", alu=alu - 7, intlv=3, reduce=4, sfu=3 if sinks else 2,
                 loads=4 if sinks else 3, stores=3, load_bytes=(4 if sinks else 3) * REG_BYTES,
                 store_bytes=3 * REG_BYTES,
                 chain=_chain(load=1, intlv=1, sfu=3 if sinks else 2, alu=1 if sinks else 0,
@@ -277,7 +290,8 @@ def final_output(rows: int, frag_cols: int, add: bool) -> tuple:
     alu = regs * (3 if add else 2) + pairs * 3 * per_pair_merge
     loads = pairs * 2 + regs * (2 if add else 1)
     stores = pairs * 2 * per_pair_merge
-    return (_vf("O final: normalize, cast bf16", alu=alu, exu0=pairs * per_pair_merge,
+    return (_vf("O final: normalize, cast bf16", alu=alu - pairs * per_pair_merge,
+                intlv=pairs * per_pair_merge,
                 loads=loads, stores=stores, load_bytes=regs * REG_BYTES * (2 if add else 1),
                 store_bytes=regs * REG_BYTES / 2,
                 chain=_chain(load=1, alu=(3 if add else 2) + 1, intlv=1, store=1)),)
@@ -304,5 +318,5 @@ def clear_kv(buffer_bytes: int) -> tuple:
     """clear_kv_buf_vf over the UB gather slots at kernel start (zeros, so that a skipped
     gather leaves no NaN behind, S2): a VDUP (EXU0), then one store per register."""
     regs = math.ceil(buffer_bytes / REG_BYTES)
-    return (_vf("clear KV gather buffers", alu=1, exu0=1, stores=regs, store_bytes=buffer_bytes,
+    return (_vf("clear KV gather buffers", reduce=1, stores=regs, store_bytes=buffer_bytes,
                 chain=_chain(alu=1, store=1)),)

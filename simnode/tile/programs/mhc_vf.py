@@ -1,23 +1,22 @@
 """The SIMD vector functions (VFs) of CANN-recipes' fused mHC kernels for the 950 (hc_pre,
 hc_post: hicann/cann-recipes-infer @fbc225d2 ops/ascendc/src/hc_pre/op_kernel/
 hc_pre_base_arch35.h and hc_post/op_kernel/hc_post_bfloat16.h), counted instruction by
-instruction and priced by the chip's VF model (``config.chip.VectorSpec.cycles``, class
-``vf_alu``): compute instructions at the chip's issue rate, EXU0-only ones on one EXU,
-special functions at their interval, loads and stores on their ports, or the longest chain
+instruction and priced by the chip's VF issue model (``config.vector``, class ``vf_alu``):
+compute instructions at the chip's issue rate, each opcode family at its own (interleaves
+every 2 cycles on EXU0, special functions a pair every 4), loads and stores on their ports, or the longest chain
 of dependent instructions if longer, plus the fixed start and drain of a VF call. It is the
 method of ``simnode.kernels.sparse_mla_vf`` (FlashMLA's VFs): the same instruction classes.
 
 Used by the tile programs ``v4_hc_pre.py`` and ``v4_hc_post.py`` (imported, not loaded as a
-program). ``T.vector_work`` prices a VF by element-op counts at the sustained rates only, so
-``issue`` hands it the VF model's cycles as simple-op equivalents (cycles x the simple rate):
-the tile op then takes exactly the VF model's time on the AIV's vector pipe.
+program). ``issue`` hands each call to ``T.vector_work`` as its instruction record, so the
+tile op takes exactly the VF model's time on the AIV's vector pipe.
 
 Each function below returns the counts of one call on one AIV: ``alu`` compute instructions
 (EXU0-only ones included, ``exu0`` of them), ``sfu`` special functions (exp, sqrt, div)
 beside them, ``loads`` and ``stores``, and ``chain`` per ``config.chip.VF_LATENCY_CLASSES``
-(load, store, alu, intlv, reduce, sfu). Classes as VfSimulator's (sparse_mla_vf's list):
-(de)interleave, duplicate and in-register reductions are EXU0-only; integer index math is
-taken as ALU. Assumptions a reader could doubt (each also a line where it is used):
+(load, store, alu, intlv, reduce, sfu); ``intlv`` says how many of the EXU0-only ones
+interleave. Classes as VfSimulator's (sparse_mla_vf's list): (de)interleave, duplicate and
+in-register reductions are EXU0-only; integer index math is taken as full-rate ALU. Assumptions a reader could doubt (each also a line where it is used):
 - a loop's iterations overlap in the out-of-order VF (renamed registers), so a loop's chain
   is one iteration's, except where iterations carry a value (the Sinkhorn's matrix);
 - a Sinkhorn call over more than 16 tokens (more than one packed chunk) runs its chunks one
@@ -45,13 +44,19 @@ class VF:
     loads: int = 0
     stores: int = 0
     chain: tuple = (0, 0, 0, 0, 0, 0)
+    intlv: float = 0           #: of the EXU0-only ones, (de)interleaves; the rest VDUP / reductions
+
+    def vecop(self) -> isa.VecOp:
+        """The call as one instruction record: full-rate ALU, interleaves, reductions (VDUP
+        with them) and special functions per ``config.vector.VF_FAMILIES``."""
+        mix = (self.alu - self.exu0, 0, self.intlv, self.exu0 - self.intlv, self.sfu)
+        return isa.VecOp(self.alu * LANES, "vf_alu", 0, self.label, 0, exu0_ops=self.exu0 * LANES,
+                         sfu_ops=self.sfu * LANES, loads=int(self.loads), stores=int(self.stores),
+                         vf_calls=1, chain=self.chain, mix=mix)
 
     def cycles(self, chip) -> float:
         """Its time on one AIV, in AIC cycles, by the chip's VF model (one call)."""
-        ins = isa.VecOp(self.alu * LANES, "vf_alu", 0, self.label, 0, exu0_ops=self.exu0 * LANES,
-                        sfu_ops=self.sfu * LANES, loads=int(self.loads), stores=int(self.stores),
-                        vf_calls=1, chain=self.chain)
-        return chip.vector.cycles(ins)
+        return chip.vector.cycles(self.vecop())
 
 
 def chain(load=0, store=0, alu=0, intlv=0, reduce=0, sfu=0) -> tuple:
@@ -60,9 +65,7 @@ def chain(load=0, store=0, alu=0, intlv=0, reduce=0, sfu=0) -> tuple:
 
 def issue(vf: VF, reads, writes) -> None:
     """Record ``vf`` on the AIVs in scope, reading and writing these UB regions."""
-    chip = T.chip()
-    T.vector_work(reads, writes, simple=vf.cycles(chip) * chip.vector.ops_per_cycle["simple"] / LANES,
-                  label=vf.label)
+    T.vector_work(reads, writes, label=vf.label, instructions=vf.vecop())
 
 
 def regs(n: int) -> int:
@@ -149,6 +152,7 @@ def sinkhorn(rows: int, iters: int) -> VF:
     per_chunk = chain(load=1, store=1, alu=4 + 2 + 6 + 4 + rounds * 8, intlv=8 + rounds * 4,
                       sfu=3 + rounds * 2)
     return VF("hc_pre: Sinkhorn", alu=9 + chunks * alu, exu0=2 + chunks * exu0, sfu=chunks * sfu,
+              intlv=chunks * intlv,
               loads=4 + chunks * 4, stores=chunks * 4,       # 4 gathers of hc_base; 4 gathers, 4 scatters
               chain=tuple(chunks * c for c in per_chunk))
 
