@@ -35,8 +35,8 @@ shows almost no gap. tests/moe/test_profiles.py holds this form against full pip
 
 SwiGLU at decode has fewer rows than AIVs, or a few per AIV: its time is that of the busiest
 AIV's rows, not linear in all rows (``profiles.swiglu_profile`` fits 4..12 rows per AIV), so
-``swiglu_segments`` fits it per row of the busiest AIV (one and two), alone and at half the
-HBM bandwidth, as a knot.
+``swiglu_segments`` fits it per row of the busiest AIV (at its rows and half of them: exact at
+the kernel's size), alone and at half the HBM bandwidth, as a knot.
 
 Pure (no SimPy); ``segments`` and ``swiglu_segments`` give what ``profiles.task`` replays.
 """
@@ -262,14 +262,19 @@ def segments(chip, p: GroupedGemmParams) -> tuple[list, float]:
 
 
 def _swiglu_knot(chip, p) -> Knot:
-    """The SwiGLU ``p``'s cost per row of its busiest AIV: runs at one and two rows per AIV,
-    alone and at half the HBM bandwidth; with fewer rows than AIVs, ``p`` itself (its
-    ``rows``, both costs as fixed: one row on each busy AIV)."""
+    """The SwiGLU ``p``'s cost per row of its busiest AIV: runs at ``n`` rows per AIV (its
+    busiest AIV's) and at half that, alone and at half the HBM bandwidth, so the line is exact
+    at ``p``'s size: a SwiGLU that is vector-bound at one or two rows per AIV turns HBM-bound
+    at half the bandwidth by a few dozen, and a line through 1 and 2 rows misses that turn;
+    with fewer rows than AIVs, ``p`` itself (its ``rows``, both costs as fixed: one row on each
+    busy AIV)."""
     from simnode.hardware.chip import ChipSim
     from simnode.kernels.swiglu import swiglu_schedule
     aivs = (p.num_cores or chip.num_ai_cores) * chip.aiv_per_core
     few = p.rows < aivs
-    key = ("swiglu", repr(chip), replace(p, rows=p.rows if few else 0))
+    n = -(-p.rows // aivs)
+    lo, hi = (1, 2) if n <= 2 else (n // 2, n)
+    key = ("swiglu", repr(chip), replace(p, rows=p.rows if few else 0), hi)
     if key in _MEMO:
         return _MEMO[key]
     fit = []
@@ -277,9 +282,10 @@ def _swiglu_knot(chip, p) -> Knot:
         if few:
             fit += [ChipSim(c).run(swiglu_schedule(c, p)).makespan_ns, 0.0]
             continue
-        t1, t2 = (ChipSim(c).run(swiglu_schedule(c, replace(p, rows=n * aivs))).makespan_ns
-                  for n in (1, 2))
-        fit += [2 * t1 - t2, t2 - t1]
+        t_lo, t_hi = (ChipSim(c).run(swiglu_schedule(c, replace(p, rows=m * aivs))).makespan_ns
+                      for m in (lo, hi))
+        unit = (t_hi - t_lo) / (hi - lo)
+        fit += [t_hi - hi * unit, unit]
     k = _MEMO[key] = Knot(p.rows if few else 0, *fit)
     return k
 
