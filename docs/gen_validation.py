@@ -35,7 +35,8 @@ def table(validate: dict, cases_file: Path = ROOT / "validation" / "published.ya
     lines = [HEADER]
     for row in validate["cases"]:
         case = cases[row["id"]]
-        lines.append(f"| `{row['id']}` | {row['metric']} | {case['published']:g} | {row['model']:.1f} | "
+        model = f"{row['model']:.1f}" if abs(row["model"]) >= 100 else f"{row['model']:.2f}"   # ms-scale rows
+        lines.append(f"| `{row['id']}` | {row['metric']} | {case['published']:g} | {model} | "
                      f"{100 * row['error_frac']:+.1f}% | {100 * case['tolerance']:g}% | {status(row)} | "
                      f"{case['source']} |")
     return "\n".join(lines)
