@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 #: the generators (docs/gen_validation.py prints a table to paste instead; tests/test_docs.py
 #: holds that table to `simnode validate`)
-NAMES = ("gen_decode_step",)
+NAMES = ("gen_decode_step", "gen_moe_decode")
 
 
 def _load(name: str):
