@@ -38,6 +38,9 @@ class Page:
     runs: dict[str, list[str]]              #: run id -> simnode arguments (with --json)
     figures: Callable[[str, object], dict]  #: (run id, its --json result) -> quoted figures
     blocks: Callable[[dict], dict[str, str]]  #: every run's figures -> block name -> text
+    #: runs too long for every test run (tens of seconds of CPU): tests/test_pages.py reruns
+    #: them only with SIMNODE_PAGES=all (docs/testing.md)
+    heavy: frozenset = frozenset()
 
     def load(self) -> dict:
         return json.loads(self.data.read_text()) if self.data.exists() else {}

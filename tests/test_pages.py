@@ -5,6 +5,7 @@ generator's rendering of the generator's JSON, and that JSON is what the runs pr
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 #: the generators (docs/gen_validation.py prints a table to paste instead; tests/test_docs.py
 #: holds that table to `simnode validate`)
-NAMES = ("gen_decode_step", "gen_moe_decode")
+NAMES = ("gen_decode_step", "gen_moe_decode", "gen_low_latency")
 
 
 def _load(name: str):
@@ -60,4 +61,6 @@ RUNS = [(name, key) for name, gen in GENERATORS.items() for key in gen.runs]
 @pytest.mark.parametrize("name,key", RUNS, ids=[f"{n}:{k}" for n, k in RUNS])
 def test_each_quoted_run_prints_what_the_json_holds(name, key):
     gen = GENERATORS[name]
+    if key in gen.heavy and os.environ.get("SIMNODE_PAGES") != "all":
+        pytest.skip(f"{key} is a heavy run: SIMNODE_PAGES=all reruns it (docs/testing.md)")
     pagegen.close(gen.measure(key), gen.load()[key], key)
