@@ -224,7 +224,7 @@ def test_a_quoted_run_prints_what_the_page_says(quoted, tmp_path):
     files, cwd = page_files(quoted.page), ROOT
     if files:                       # the page's own files, beside the repository's folders
         cwd = tmp_path
-        for name in ("topologies", "workloads", "validation", "traces"):
+        for name in ("topologies", "workloads", "validation", "traces", "tests"):
             (tmp_path / name).symlink_to(ROOT / name)
         for name, text in files.items():
             (tmp_path / name).write_text(text)
