@@ -369,3 +369,15 @@ def test_every_fitted_value_is_on_the_calibration_page():
             if intervals.get(key):
                 lo, hi = intervals[key]
                 assert f"{value:g} ({lo:g} .. {hi:g})" in cell, (path.name, key)
+
+
+def test_the_fuzz_profiles_table_is_test_fuzz_s():
+    import ast
+    tree = ast.parse((ROOT / "tests" / "test_fuzz.py").read_text())
+    profiles = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                    and getattr(node.targets[0], "id", "") == "PROFILES")
+    rows = table_rows((DOCS / "testing.md").read_text(), "| profile | draws per kind |")
+    assert [backticked(r[0])[0] for r in rows] == list(profiles)
+    for cells in rows:
+        draws, limit_s = profiles[backticked(cells[0])[0]]
+        assert (NUMBER.findall(cells[1])[0], cells[2]) == (str(draws), f"{limit_s} s"), cells[0]
