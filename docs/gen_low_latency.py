@@ -43,11 +43,29 @@ RUNS = {**{f"a3-{t}-{n}": pagegen.command("run", A3[t], "workloads/deepep-ll-a3.
         **{f"urma-{u}-{n}": pagegen.command("run", URMA[u], "workloads/deepep-ll.yaml",
                                             {"num_ranks": n, "transport": "urma"}) for u in URMA for n in EPS}}
 
+#: the two forms against each other: (row label, the chains run) -- each also run as
+#: ``form=per_write`` under ``pw-`` + its id
+FORMS = (("A3 EP8, the path's LL calibration (latency-bound)", "a3-ll-8"),
+         ("950 EP8, remote_write_ns 0 (bandwidth-bound)", "mem-0-8"),
+         ("A3 EP32", "a3-ll-32"),
+         ("950 EP16, remote_write_ns 0", "mem-0-16"),
+         ("A3 EP8, uncalibrated (remote_write_ns 0, 28 GB/s ports)", "a3-base-8"),
+         ("950 EP8, remote_write_ns 3529 ns", "mem-3529.32-8"),
+         ("URMA what-if, 950 EP8, per-peer overlay", "urma-cost-8"))
+#: the same at 64 tokens per rank, EP8: (chip, chains run)
+FORMS_64 = (("A3", "a3-ll-8-t64"), ("950", "mem-0-8-t64"))
+RUNS["a3-base-8"] = pagegen.command("run", "topologies/atlas900-a3-superpod.yaml", "workloads/deepep-ll-a3.yaml",
+                                    {"num_ranks": 8})
+for _chip, _key in FORMS_64:
+    RUNS[_key] = RUNS[_key[:-len("-t64")]] + ["--set", "tokens_per_rank=64"]
+for _, _key in FORMS + FORMS_64:
+    RUNS[f"pw-{_key}"] = RUNS[_key] + ["--set", "form=per_write"]
+
 
 def figures(key: str, flat: dict) -> dict:
     """What the page quotes of one run: each kernel's mean time over ranks, us."""
     out = {k: flat[f"{k}_us"] for k in KERNELS}
-    if key.startswith("a3-ll-"):
+    if key in ("a3-ll-8", "a3-ll-32"):
         out["dispatch_steps_us"] = flat["dispatch_steps_us"]
     return out
 
@@ -96,14 +114,36 @@ def _where(data: dict) -> str:
             f"the writes cross the L2 switches: +1 us of round trip each) against the published {published:g} us.")
 
 
+def _err(data: dict, key: str, kernel: str) -> float:
+    return 100 * (data[key][kernel] / data[f"pw-{key}"][kernel] - 1)
+
+
+def _forms(data: dict) -> str:
+    out = ["| case | dispatch | combine |", "|---|---|---|"]
+    for label, key in FORMS:
+        out.append(f"| {label} | " + " | ".join(f"{_err(data, key, k):+.1f}%" for k in KERNELS) + " |")
+    return "\n".join(out)
+
+
+def _forms_text(data: dict) -> str:
+    at = {chip: {k: _err(data, key, k) for k in KERNELS} for chip, key in FORMS_64}
+    dispatch = max(abs(_err(data, key, "dispatch")) for _, key in FORMS)
+    combine = max(_err(data, key, "combine") for _, key in FORMS)
+    return (f"Dispatch holds within {dispatch:.1f}% ({max(abs(a['dispatch']) for a in at.values()):.1f}% at 64 "
+            f"tokens). Combine errs slow by up to {combine:.0f}% here, and more at fewer tokens\n"
+            f"({at['A3']['combine']:+.1f}% on A3 and {at['950']['combine']:+.1f}% on the 950 at 64 tokens per "
+            "rank, EP8):")
+
+
 def blocks(data: dict) -> dict[str, str]:
-    return {"ll-a3-checks": _a3(data, "aligned"), "ll-a3-refit": _a3(data, "ll"), "ll-a3-where": _where(data),
+    return {"ll-forms": _forms(data), "ll-forms-text": _forms_text(data), "ll-a3-checks": _a3(data, "aligned"), "ll-a3-refit": _a3(data, "ll"), "ll-a3-where": _where(data),
             "ll-950": _curve(data)}
 
 
 #: the URMA what-if at EP128 and EP256: ~6 and ~23 s of CPU each (one work request per
 #: (token, expert) through each of 256 engines)
-HEAVY = frozenset(f"urma-{u}-{n}" for u in URMA for n in (128, 256))
+#: and every per_write run (5 to 20 s each: a flow per write on the engine)
+HEAVY = frozenset([f"urma-{u}-{n}" for u in URMA for n in (128, 256)] + [k for k in RUNS if k.startswith("pw-")])
 
 GENERATOR = pagegen.Page(Path(__file__), DATA, PAGES, RUNS, figures, blocks, HEAVY)
 

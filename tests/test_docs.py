@@ -239,7 +239,8 @@ def test_a_quoted_run_prints_what_the_page_says(quoted, tmp_path):
 #: pages whose prose states no run time: how long a run takes is the run's own estimate (a
 #: long run announces it), not a guess that goes stale with the machine and the code
 NO_RUN_TIMES = [README, DOCS / "model.md", DOCS / "moe-layer.md", DOCS / "calibration.md",
-                DOCS / "architecture.md", DOCS / "testing.md"]
+                DOCS / "architecture.md", DOCS / "testing.md", DOCS / "chakra.md", DOCS / "low-latency.md",
+                DOCS / "moe-layer-decode.md"]
 RUN_TIME = re.compile(r"(?:~|about |takes |\d\s*(?:-\s*\d+\s*)?)(?:\d+(?:\.\d+)?\s*)?"
                       r"(?:s|seconds?|minutes?|hours?)\b(?! of (?:CPU|one core))|a few (?:seconds|minutes)|"
                       r"tens of (?:seconds|minutes)")
