@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from simnode.workloads.loader import load_topology_only
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,4 +33,20 @@ def test_the_chakra_page_s_hand_calculation_is_the_topology_s():
               f"{spec.doorbell_ns:g} + {size // n} / {rate:.1f} + {path:g} = {step:.0f} ns, "
               f"{2 * (n - 1) * step / 1e3:.1f} us in all",
               f"{alltoall / 1e3:.1f} us by hand"]
+    assert [q for q in quoted if q not in text] == []
+
+
+def _values(name: str) -> dict:
+    values = yaml.safe_load((ROOT / "topologies" / "calibrated" / name).read_text())["values"]
+    return {k.split(".")[-1]: v for k, v in values.items()}
+
+
+def test_the_low_latency_page_s_calibration_figures_are_the_overlays():
+    """docs/low-latency.md: the refit against the normal kernels' fit, and the URMA engine's
+    time per work request of the two 950 overlays."""
+    ll, normal = _values("a3-ll-write.yaml")["remote_write_ns"], _values("a3-aligned-reads.yaml")["remote_write_ns"]
+    wqe = {_values(f"deepep-peer-{s}.yaml")["wqe_processing_ns"] for s in ("cost", "cache")}
+    text = " ".join((DOCS / "low-latency.md").read_text().split())
+    quoted = [f"`remote_write_ns` {normal:g} ns", f"{ll:.1f} ns, {100 * (ll / normal - 1):.1f}% above",
+              f"**{ll:g} ns**"] + [f"({w:.0f} ns each" for w in wqe]
     assert [q for q in quoted if q not in text] == []
