@@ -6,18 +6,17 @@ workloads/v4-flash-decode.yaml --json`` with the ``--set`` values of ``RUNS`` (i
 profiles they have in common, as a sweep does). The figures the pages quote go to
 docs/decode-step.json (``figures(result)`` per run) and each block of a page (``PAGES``: the
 decode page and the README's summary) between ``<!-- generated: NAME -->`` and
-``<!-- end -->`` is rendered from them (``render``). tests/decode/test_decode_page.py holds the
-pages to the JSON and the JSON to fresh runs.
+``<!-- end -->`` is rendered from them (``blocks``; docs/pagegen.py holds the skeleton).
+tests/test_pages.py holds the pages to the JSON and the JSON to fresh runs.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pagegen  # noqa: E402  (docs/ is not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "decode-step.md"
@@ -71,24 +70,6 @@ FAMILIES = (("routed experts", ("gmm_w13", "gmm_w2", "swiglu_quant")),
             ("mHC", ("hc_pre_attn", "hc_pre_ffn", "hc_post_attn", "hc_post_ffn", "hc_head")),
             ("indexer", ("lightning_indexer", "idx_wq_b", "idx_q_rope", "idx_hadamard", "idx_q_quant")))
 TOP = 10
-
-
-def command(sets: dict) -> list[str]:
-    args = ["run", TOPOLOGY, WORKLOAD, "--json"]
-    for k, v in sets.items():
-        args += ["--set", f"{k}={v}"]
-    return args
-
-
-def run(sets: dict) -> dict:
-    """The flat --json result of one run, in this process."""
-    from simnode.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in command(sets)])
-    if code:
-        raise SystemExit(f"simnode {' '.join(command(sets))} exited {code}: {err.getvalue()}")
-    return json.loads(out.getvalue())
 
 
 def kernel_names(flat: dict) -> list[str]:
@@ -216,32 +197,9 @@ def blocks(data: dict) -> dict[str, str]:
             "slo": _slo(data), "whatifs": _whatifs(data)}
 
 
-BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
-
-
-def render(text: str, data: dict) -> str:
-    """``text`` with every generated block replaced by its rendering from ``data``."""
-    made = blocks(data)
-    return BLOCK.sub(lambda m: m.group(1) + made[m.group(2)] + "\n" + m.group(4), text)
-
-
-def main(argv: list[str]) -> int:
-    only = set(argv) - {"--render"}
-    if "--render" in argv:                # only re-render the pages from the JSON
-        data = json.loads(DATA.read_text())
-        for page in PAGES:
-            page.write_text(render(page.read_text(), data))
-        return 0
-    data = json.loads(DATA.read_text()) if DATA.exists() else {}
-    for key, sets in RUNS.items():
-        if not only or key in only:
-            print(f"{key}: simnode {' '.join(command(sets))}", file=sys.stderr)
-            data[key] = figures(run(sets))
-    DATA.write_text(json.dumps({k: data[k] for k in RUNS}, indent=1) + "\n")
-    for page in PAGES:
-        page.write_text(render(page.read_text(), data))
-    return 0
-
+GENERATOR = pagegen.Page(Path(__file__), DATA, PAGES,
+                         {k: pagegen.command("run", TOPOLOGY, WORKLOAD, sets) for k, sets in RUNS.items()},
+                         lambda key, flat: figures(flat), blocks)
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(pagegen.main(GENERATOR, sys.argv[1:]))

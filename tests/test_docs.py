@@ -224,7 +224,7 @@ def test_a_quoted_run_prints_what_the_page_says(quoted, tmp_path):
     files, cwd = page_files(quoted.page), ROOT
     if files:                       # the page's own files, beside the repository's folders
         cwd = tmp_path
-        for name in ("topologies", "workloads", "validation", "traces"):
+        for name in ("topologies", "workloads", "validation", "traces", "tests"):
             (tmp_path / name).symlink_to(ROOT / name)
         for name, text in files.items():
             (tmp_path / name).write_text(text)
@@ -239,7 +239,8 @@ def test_a_quoted_run_prints_what_the_page_says(quoted, tmp_path):
 #: pages whose prose states no run time: how long a run takes is the run's own estimate (a
 #: long run announces it), not a guess that goes stale with the machine and the code
 NO_RUN_TIMES = [README, DOCS / "model.md", DOCS / "moe-layer.md", DOCS / "calibration.md",
-                DOCS / "architecture.md", DOCS / "testing.md"]
+                DOCS / "architecture.md", DOCS / "testing.md", DOCS / "chakra.md", DOCS / "low-latency.md",
+                DOCS / "moe-layer-decode.md"]
 RUN_TIME = re.compile(r"(?:~|about |takes |\d\s*(?:-\s*\d+\s*)?)(?:\d+(?:\.\d+)?\s*)?"
                       r"(?:s|seconds?|minutes?|hours?)\b(?! of (?:CPU|one core))|a few (?:seconds|minutes)|"
                       r"tens of (?:seconds|minutes)")
@@ -369,3 +370,15 @@ def test_every_fitted_value_is_on_the_calibration_page():
             if intervals.get(key):
                 lo, hi = intervals[key]
                 assert f"{value:g} ({lo:g} .. {hi:g})" in cell, (path.name, key)
+
+
+def test_the_fuzz_profiles_table_is_test_fuzz_s():
+    import ast
+    tree = ast.parse((ROOT / "tests" / "test_fuzz.py").read_text())
+    profiles = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                    and getattr(node.targets[0], "id", "") == "PROFILES")
+    rows = table_rows((DOCS / "testing.md").read_text(), "| profile | draws per kind |")
+    assert [backticked(r[0])[0] for r in rows] == list(profiles)
+    for cells in rows:
+        draws, limit_s = profiles[backticked(cells[0])[0]]
+        assert (NUMBER.findall(cells[1])[0], cells[2]) == (str(draws), f"{limit_s} s"), cells[0]
