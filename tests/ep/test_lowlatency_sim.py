@@ -48,8 +48,8 @@ def mean_us(topo, plan, costs, kind, **kw):
 def test_the_chains_form_holds_to_a_flow_per_write(chip, R, rwn, port, tol_dispatch, tol_combine):
     """The fast form (every chain ahead of the clock, writes sharing their path's links in a
     FIFO fluid loop) against a flow per write on the engine (max-min). Measured at 128 tokens:
-    dispatch within 0.5%; combine +3.2% (A3 EP8), +0.9% (950 EP8), +0.7% (A3 EP32), -0.9%
-    (950 EP16): the loop keeps a synchronized convoy of write-backs together longer than
+    dispatch within 0.5%; combine within 3% at these sizes (docs/low-latency.md's table of the
+    two forms, generated from runs of both, has each figure): the loop keeps a synchronized convoy of write-backs together longer than
     max-min sharing does, so its combine errs slow where rows converge (docs/low-latency.md)."""
     topo, plan, costs = setup(chip, R, rwn, port)
     for kind, tol in (("dispatch", tol_dispatch), ("combine", tol_combine)):
