@@ -207,20 +207,21 @@ def decode_layer(topology, m: ModelSpec, d: Deployment, routes: list, costs: Moe
     steps = {k: _largest_step(run.kernels[k][1], k) for k in ("dispatch", "combine")}
     last = {k: max(sp.start_ns for rec in run.ranks for sp in rec.spans if sp.name == k)
             for k in ("dispatch", "combine")}
-    phases = []
+    phases, bounds = [], {}                  # bounds: per-expert rows -> the GEMMs' bottlenecks
     for r, rec in enumerate(run.ranks):
         took: dict = {}
         for sp in rec.spans:
             name = _DECODE_SPANS[sp.name]
             begin = max(sp.start_ns, last[sp.name]) if sp.name in last else sp.start_ns
             took[name] = took.get(name, 0.0) + max(sp.end_ns - begin, 0.0)
-        bound = {**_decode_bottlenecks(chip, m, wdt, [int(x) for x in run.experts[r]]), **steps}
+        counts = tuple(int(x) for x in run.experts[r])
+        if counts not in bounds:
+            bounds[counts] = {**_decode_bottlenecks(chip, m, wdt, list(counts)), **steps}
         out = []
         for name in K.MOE_BLOCK:
             collective = name in ("dispatch", "combine")
             out.append(MoePhase(name, took.get(name, 0.0), calls[name].hbm_bytes, *held[name], collective,
-                                bound[name],
-                                FLOW if collective else "pipe-level"))
+                                bounds[counts][name], FLOW if collective else "pipe-level"))
         phases.append(tuple(out))
     return MoeRun(tuple(phases), tuple(rows), DECODE_LAYER_NOTE, peer_bytes(run))
 

@@ -86,6 +86,6 @@ def simulate(spec: StepSpec, topology) -> StepOutcome:
     if hashed_ops and M.hash_differs(spec.routing):
         blocks[True] = model(topology, m, d, M.routes_for(m, d, spec.routing, hashed=True), spec.moe_costs,
                              spec.batch_window_ns)
-    moes = {i: blocks[i in hashed_ops and True in blocks] for i, op in enumerate(prog.ops) if op.kind == P.MOE}
+    moes = {i: blocks.get(i in hashed_ops, blocks[False]) for i, op in enumerate(prog.ops) if op.kind == P.MOE}
     run = S.run_step(chip, prog, profiles, moes, spec.gaps)
     return StepOutcome(run, B.breakdown(run, chip), fp, len(timed))

@@ -111,20 +111,18 @@ class StepRun:
 def rank_groups(moes, num_ranks: int, tol: float = GROUP_TOL) -> tuple:
     """Ranks whose MoE blocks (in every run of ``moes``) agree within ``tol`` (module
     docstring), in order of their first rank; a rank joins the first group it agrees with."""
-    def signature(r: int) -> tuple:
-        return tuple(x for moe in moes for x in moe.signature(r))
-    out: list = []
+    out: list = []                          # (the first rank's signature, members)
     for r in range(num_ranks):
-        sig = signature(r)
-        for members in out:
-            first = signature(members[0])
-            if all(a[0] == b[0] and a[2:] == b[2:] and abs(a[1] - b[1]) <= tol * max(a[1], b[1])
-                   for a, b in zip(sig, first)) and len(sig) == len(first):
+        sig = tuple(x for moe in moes for x in moe.signature(r))
+        for first, members in out:
+            if len(sig) == len(first) and all(
+                    a[0] == b[0] and a[2:] == b[2:] and abs(a[1] - b[1]) <= tol * max(a[1], b[1])
+                    for a, b in zip(sig, first)):
                 members.append(r)
                 break
         else:
-            out.append([r])
-    return tuple(tuple(v) for v in out)
+            out.append((sig, [r]))
+    return tuple(tuple(members) for _, members in out)
 
 
 def group_phases(moes, groups: tuple) -> dict:

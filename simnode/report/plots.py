@@ -345,8 +345,7 @@ def tradeoff_png(points, field: str, y: str, x: str, limits=(), title: str = "")
         for q, a, b in zip(pts, xs, ys):
             ax.annotate(f"{field}={q.point.get(field, '')}", (a, b), fontsize=6, xytext=(3, 3),
                         textcoords="offset points")
-    y_unit = points[0].result.figures
-    unit = next((f.unit for f in y_unit if f.name == y), "")
+    unit = next((f.unit for f in points[0].result.figures if f.name == y), "")
     for v in limits:
         ax.axhline(v, linestyle="--", linewidth=0.9, color="grey")
         ax.annotate(f"{y} = {v:g} {unit}", (0.01, v), xycoords=("axes fraction", "data"), fontsize=7,

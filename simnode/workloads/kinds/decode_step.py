@@ -92,13 +92,11 @@ def _check_low_latency(topology, spec: SIM.StepSpec, source: str) -> None:
     except ConfigError as e:
         if e.key_path != "tokens_per_rank":
             raise
-        fit = e.expected.split("..")[-1].split()[0] if ".." in e.expected else ""
-        largest = (f" The largest global batch is {int(fit) // d.query_tokens * d.attn_dp}."
-                   if fit.isdigit() else "")
+        largest = comm.API_LIMITS.max_tokens_per_rank // d.query_tokens * d.attn_dp
         raise ConfigError(source, "global_batch", d.global_batch,
                           f"a batch whose query tokens per chip ({d.batch_per_chip} sequences x "
                           f"{d.query_tokens} = {d.tokens_per_chip}) the low-latency dispatch takes: "
-                          f"{e.expected}", largest.strip()) from None
+                          f"{e.expected}", f"The largest global batch is {largest}.") from None
 
 
 def simulate(topology, params: dict) -> tuple:
